@@ -28,7 +28,8 @@ export interface FolderMessage {
   readonly direction: string
   readonly labels: ReadonlyArray<string>
   readonly size: number
-  readonly receivedAt: Date
+  /** When it arrived (INTERNALDATE), in milliseconds since 1970: a session keeps every message, so no Date each. */
+  readonly receivedAt: number
   /** The flags and keywords kept for it (imap_flags). */
   readonly kept: ReadonlyArray<string>
   /** Received mail the mailbox has sent a reply to (\Answered, whatever was kept). */
@@ -88,6 +89,8 @@ const inOrder = (flags: ReadonlyArray<string>): ReadonlyArray<string> => [
   ...KEPT_FLAGS.filter((flag) => flags.includes(flag)),
   ...flags.filter(isKeywordFlag)
 ]
+
+const NOTHING_KEPT: ReadonlyArray<string> = []
 
 /** What may stand on either side of an address written in a header, and not be part of it (regex classes). */
 const ADDRESS_EDGE_BEFORE = "(^|[^a-z0-9._%+-])"
@@ -234,9 +237,9 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
         // tables' statistics (the embedded database keeps none fresh, and a nested loop over a
         // folder's every message twice took seconds at 10,000).
         const members = yield* sql<
-          { id: string; messageId: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }
+          { id: string; messageId: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: number }
         >`
-          SELECT e.id, e.message_id, e.direction, e.labels, e.size, e.received_at FROM emails e
+          SELECT e.id, e.message_id, e.direction, e.labels, e.size, (extract(epoch FROM e.received_at) * 1000)::float8 AS received_at FROM emails e
           WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}
           ORDER BY e.received_at, e.id`
         const numbered = yield* sql<{ uid: string; emailId: string }>`
@@ -275,18 +278,31 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             SELECT email_id, flags FROM imap_flags WHERE mailbox_id = ${mailboxId}`).map((row) => [row.emailId, inOrder(row.flags)])
         )
         const replies = folder.kind === "sent" ? { answered: new Set<string>(), forwarded: new Set<string>() } : yield* repliesIn(mailboxId)
+        // A session keeps its folder's messages while it is open (190,000 in a large INBOX): the few
+        // sets of labels mail carries are shared, as are the directions and "nothing kept".
+        const labelSets = new Map<string, ReadonlyArray<string>>()
+        const shared = (labels: ReadonlyArray<string>) => {
+          const key = labels.join("\u0000")
+          const found = labelSets.get(key)
+          if (found !== undefined) return found
+          labelSets.set(key, labels)
+          return labels
+        }
         const messages = members
-          .map((email) => ({
-            uid: uidOf.get(email.id)!,
-            emailId: email.id,
-            direction: email.direction,
-            labels: email.labels,
-            size: Number(email.size),
-            receivedAt: email.receivedAt,
-            kept: kept.get(email.id) ?? [],
-            answered: email.direction === "inbound" && replies.answered.has(email.messageId),
-            forwarded: email.direction === "inbound" && replies.forwarded.has(email.messageId)
-          }))
+          .map((email): FolderMessage => {
+            const inbound = email.direction === "inbound"
+            return {
+              uid: uidOf.get(email.id)!,
+              emailId: email.id,
+              direction: inbound ? "inbound" : "outbound",
+              labels: shared(email.labels),
+              size: Number(email.size),
+              receivedAt: Math.floor(email.receivedAt),
+              kept: kept.get(email.id) ?? NOTHING_KEPT,
+              answered: inbound && replies.answered.has(email.messageId),
+              forwarded: inbound && replies.forwarded.has(email.messageId)
+            }
+          })
           .sort((a, b) => a.uid - b.uid)
         // Numbered under the folder's lock, the folder's numbers are its members' until the transaction ends.
         return { uidValidity, uidNext, version: versionOf(contents, uidNext, members.length), messages } satisfies FolderState

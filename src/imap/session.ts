@@ -342,7 +342,7 @@ export const makeSession = (
               case "flags":
                 break
               case "internaldate":
-                out.push(new Raw("INTERNALDATE"), formatInternalDate(message.receivedAt))
+                out.push(new Raw("INTERNALDATE"), formatInternalDate(new Date(message.receivedAt)))
                 break
               case "size":
                 out.push(new Raw("RFC822.SIZE"), bytes?.length ?? message.size)

@@ -113,6 +113,8 @@ describe("IMAP", () => {
       expect([...message.flags ?? []]).toEqual([])
       expect(message.size).toBe(Buffer.byteLength(raw))
       expect(message.source?.toString()).toBe(raw)
+      // INTERNALDATE: when it arrived, to the second.
+      expect(new Date(message.internalDate!).toISOString()).toBe(new Date(Math.floor(Date.parse(email.received_at) / 1000) * 1000).toISOString())
       expect(message.envelope).toMatchObject({
         subject,
         from: [{ name: "Ada Lovelace", address: "ada@example.com" }],
