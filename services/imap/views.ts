@@ -134,6 +134,9 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       }
     }
 
+    /** Which emails `e` lack \Seen (isSeen in SQL): received mail still unread. */
+    const unseenMail = sql`(e.direction = 'inbound' AND ${UNREAD} = ANY(e.labels))`
+
     /**
      * The Message-IDs of the mail the mailbox has answered (named by its sent mail's In-Reply-To) and
      * forwarded (the last its References name, in sent mail answering none: a forward).
@@ -310,10 +313,35 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }, Effect.catchTag("SqlError", outage))
 
     /**
-     * STATUS: the folder numbered now (`number`, so UIDNEXT is the next UID a session will see) and
-     * counted, without the kept and derived flags no count needs (\Seen is the email's own label).
+     * STATUS: the folder counted as numbered now (UIDNEXT is the next UID a session will see), without
+     * the kept and derived flags no count needs (\Seen is the email's own label). A mail program asks
+     * it of every folder every few minutes: counted in one statement while the numbering already holds
+     * the folder's mail (the same count and hash sum of ids: no mail new to it, none gone), else the
+     * folder numbered first (`number`).
      */
     const status = Effect.fn("FolderViews.status")(function*(mailboxId: string, folder: Folder) {
+      const key = folderKey(folder)
+      const counted = yield* sql<
+        { uidValidity: string; uidNext: string; numbered: string; members: string; messages: string; unseen: string; size: string }
+      >`
+        SELECT f.uid_validity, f.uid_next, c.members, c.messages, c.unseen, c.size,
+          (SELECT count(*) || ':' || coalesce(sum(hashtextextended(m.email_id, 0)), 0)
+           FROM imap_messages m WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}) AS numbered
+        FROM imap_folders f, (
+          SELECT count(*) || ':' || coalesce(sum(hashtextextended(e.id, 0)), 0) AS members, count(*) AS messages,
+            count(*) FILTER (WHERE ${unseenMail}) AS unseen, coalesce(sum(e.size), 0) AS size
+          FROM emails e WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}) c
+        WHERE f.mailbox_id = ${mailboxId} AND f.folder = ${key}`
+      const row = counted[0]
+      if (row !== undefined && row.numbered === row.members) {
+        return {
+          uidValidity: Number(row.uidValidity),
+          uidNext: Number(row.uidNext),
+          messages: Number(row.messages),
+          unseen: Number(row.unseen),
+          size: Number(row.size)
+        } satisfies FolderCounts
+      }
       const { members, uidNext, uidValidity } = yield* number(mailboxId, folder).pipe(sql.withTransaction)
       return {
         uidValidity,
@@ -357,11 +385,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             ? sql`false`
             : sql`(${sql.join(" OR ", false)(key.ranges.map(([from, to]) => sql`m.uid BETWEEN ${from} AND ${to}`))})`
         case "flag":
-          if (key.flag === "seen") {
-            return key.set
-              ? sql`(e.direction = 'outbound' OR NOT (${UNREAD} = ANY(e.labels)))`
-              : sql`(e.direction = 'inbound' AND ${UNREAD} = ANY(e.labels))`
-          }
+          if (key.flag === "seen") return key.set ? sql`NOT ${unseenMail}` : unseenMail
           return key.set ? sql`${FLAGGED_LABEL} = ANY(e.labels)` : sql`NOT (${FLAGGED_LABEL} = ANY(e.labels))`
         case "text":
           switch (key.field) {

@@ -74,7 +74,7 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       const views = yield* FolderViews
       const sql = yield* SqlClient.SqlClient
       const mailbox = yield* insertMailbox(yield* insertUser())
-      yield* insertEmail(mailbox, { subject: "Read", receivedMinutesAgo: 30, labels: ["inbound"] })
+      const read = yield* insertEmail(mailbox, { subject: "Read", receivedMinutesAgo: 30, labels: ["inbound"] })
       yield* insertEmail(mailbox, { subject: "Unread", receivedMinutesAgo: 20, labels: ["inbound", "unread"] })
       const outbound = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 10, labels: ["sent", "unread"] })
       yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${outbound.id}`
@@ -96,6 +96,16 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       const late = yield* insertEmail(mailbox, { subject: "Late", receivedMinutesAgo: 1, labels: ["inbound", "unread"] })
       expect(yield* views.status(mailbox.mailboxId, inbox)).toMatchObject({ messages: 3, unseen: 2, uidNext: 4 })
       expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.find((m) => m.emailId === late.id)?.uid).toBe(3)
+
+      // Numbered already: counted as the mail is now (read since), nothing numbered anew.
+      yield* setLabels(late.id, ["inbound"])
+      expect(yield* views.status(mailbox.mailboxId, inbox)).toMatchObject({ messages: 3, unseen: 1, uidNext: 4 })
+      // One email gone (to Junk) and one new: as many as numbered, but not the same ones: the new one numbered.
+      yield* setLabels(read.id, ["inbound", "spam"])
+      const swapped = yield* insertEmail(mailbox, { subject: "Swapped in", receivedMinutesAgo: 0, labels: ["inbound", "unread"] })
+      expect(yield* views.status(mailbox.mailboxId, inbox)).toMatchObject({ messages: 3, unseen: 2, uidNext: 5 })
+      expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.map((m) => m.uid)).toEqual([2, 3, 4])
+      expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.at(-1)?.emailId).toBe(swapped.id)
     }))
 
   it.effect("a folder's version stays while nothing a session sees of it changes, and moves with each thing that does", () =>
