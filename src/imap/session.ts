@@ -59,6 +59,8 @@ import { readSearchKeys } from "./search-keys.ts"
 export const MAX_FAILED_LOGINS = 3
 /** Messages whose bytes are read from the store at once while answering a FETCH. */
 const FETCH_BATCH = 50
+/** FETCH answers are written to the connection once they reach this many bytes (latin1: a byte a character). */
+const WRITE_BYTES = 64 * 1024
 
 export interface SessionOptions {
   /** TLS is on (from the first byte, or after STARTTLS). */
@@ -322,8 +324,15 @@ export const makeSession = (
       const marksSeen = !state.readOnly && items.some((item) => item.kind === "section" && !item.peek)
       if (marksSeen) yield* changeFlags(state, messages, "\\Seen", true)
       const wantsFlags = items.some((item) => item.kind === "flags") || marksSeen
+      // Answers written together up to WRITE_BYTES (a mail program asks FLAGS of every message of a large folder).
+      let written = ""
       for (let from = 0; from < messages.length; from += FETCH_BATCH) {
         const batch = messages.slice(from, from + FETCH_BATCH)
+        // What is ready goes out before the store is asked for more.
+        if (needsBytes && written !== "") {
+          yield* send(written)
+          written = ""
+        }
         const raws = needsBytes ? yield* store.raw(signedIn!.mailboxId, batch.map((message) => message.emailId)) : new Map<string, Uint8Array>()
         for (const picked of batch) {
           const seq = seqOf(picked.uid)
@@ -366,9 +375,14 @@ export const makeSession = (
             }
           }
           if (wantsFlags) out.push(new Raw("FLAGS"), flagsFor(message))
-          yield* untagged(`${seq} FETCH ${serialize(out)}`)
+          written += `* ${seq} FETCH ${serialize(out)}\r\n`
+          if (written.length >= WRITE_BYTES) {
+            yield* send(written)
+            written = ""
+          }
         }
       }
+      if (written !== "") yield* send(written)
       yield* tagged(tag, "OK", `${byUid ? "UID FETCH" : "FETCH"} completed`)
     })
 
