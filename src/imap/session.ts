@@ -59,7 +59,7 @@ import { readSearchKeys } from "./search-keys.ts"
 export const MAX_FAILED_LOGINS = 3
 /** Messages whose bytes are read from the store at once while answering a FETCH. */
 const FETCH_BATCH = 50
-/** FETCH answers are written to the connection once they reach this many bytes (latin1: a byte a character). */
+/** Untagged answers gathered (`gathering`) are written once they reach this many bytes (latin1: a byte a character). */
 const WRITE_BYTES = 64 * 1024
 
 export interface SessionOptions {
@@ -105,6 +105,24 @@ export const makeSession = (
   let waiting: { readonly tag: string; readonly kind: "authenticate" | "idle" } | undefined
 
   const untagged = (text: string) => send(`* ${text}\r\n`)
+  /**
+   * Untagged answers of one command written together, WRITE_BYTES at a time (a FETCH of a large
+   * folder's every message, thousands of EXPUNGEs): `flush` writes the rest.
+   */
+  const gathering = () => {
+    let text = ""
+    const flush = Effect.suspend(() => {
+      const out = text
+      text = ""
+      return out === "" ? Effect.void : send(out)
+    })
+    const add = (line: string) =>
+      Effect.suspend(() => {
+        text += `* ${line}\r\n`
+        return text.length >= WRITE_BYTES ? flush : Effect.void
+      })
+    return { add, flush } as const
+  }
   /** The command being answered, for the metrics. */
   let current = ""
   const tagged = (tag: string, status: "OK" | "NO" | "BAD", text: string) => {
@@ -181,12 +199,14 @@ export const makeSession = (
   const leaveView = (state: Selected, gone: ReadonlyArray<FolderMessage>, quiet = false) =>
     Effect.gen(function*() {
       const uids = new Set(gone.map((message) => message.uid))
+      const told = gathering()
       for (let seq = state.messages.length; seq >= 1; seq--) {
         const message = state.messages[seq - 1]!
         if (!uids.has(message.uid)) continue
         state.messages.splice(seq - 1, 1)
-        if (!quiet) yield* untagged(`${seq} EXPUNGE`)
+        if (!quiet) yield* told.add(`${seq} EXPUNGE`)
       }
+      yield* told.flush
     })
 
   /** Tell the session what changed in its folder since it last looked (EXPUNGE, FETCH FLAGS, EXISTS). */
@@ -200,14 +220,16 @@ export const makeSession = (
       const current = new Map(now.messages.map((message) => [message.uid, message]))
       yield* leaveView(state, state.messages.filter((message) => !current.has(message.uid)))
       const lastUid = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
+      const told = gathering()
       for (let index = 0; index < state.messages.length; index++) {
         const before = state.messages[index]!
         const after = current.get(before.uid)!
         state.messages[index] = after
         if (flagsOf(before).join(" ") !== flagsOf(after).join(" ")) {
-          yield* untagged(`${index + 1} FETCH ${serialize([new Raw("UID"), after.uid, new Raw("FLAGS"), flagsFor(after)])}`)
+          yield* told.add(`${index + 1} FETCH ${serialize([new Raw("UID"), after.uid, new Raw("FLAGS"), flagsFor(after)])}`)
         }
       }
+      yield* told.flush
       const added = now.messages.filter((message) => message.uid > lastUid)
       state.uidNext = now.uidNext
       if (added.length > 0) {
@@ -324,15 +346,11 @@ export const makeSession = (
       const marksSeen = !state.readOnly && items.some((item) => item.kind === "section" && !item.peek)
       if (marksSeen) yield* changeFlags(state, messages, "\\Seen", true)
       const wantsFlags = items.some((item) => item.kind === "flags") || marksSeen
-      // Answers written together up to WRITE_BYTES (a mail program asks FLAGS of every message of a large folder).
-      let written = ""
+      const told = gathering()
       for (let from = 0; from < messages.length; from += FETCH_BATCH) {
         const batch = messages.slice(from, from + FETCH_BATCH)
         // What is ready goes out before the store is asked for more.
-        if (needsBytes && written !== "") {
-          yield* send(written)
-          written = ""
-        }
+        if (needsBytes) yield* told.flush
         const raws = needsBytes ? yield* store.raw(signedIn!.mailboxId, batch.map((message) => message.emailId)) : new Map<string, Uint8Array>()
         for (const picked of batch) {
           const seq = seqOf(picked.uid)
@@ -375,14 +393,10 @@ export const makeSession = (
             }
           }
           if (wantsFlags) out.push(new Raw("FLAGS"), flagsFor(message))
-          written += `* ${seq} FETCH ${serialize(out)}\r\n`
-          if (written.length >= WRITE_BYTES) {
-            yield* send(written)
-            written = ""
-          }
+          yield* told.add(`${seq} FETCH ${serialize(out)}`)
         }
       }
-      if (written !== "") yield* send(written)
+      yield* told.flush
       yield* tagged(tag, "OK", `${byUid ? "UID FETCH" : "FETCH"} completed`)
     })
 
