@@ -200,12 +200,13 @@ export const makeSession = (
     Effect.gen(function*() {
       const uids = new Set(gone.map((message) => message.uid))
       const told = gathering()
-      for (let seq = state.messages.length; seq >= 1; seq--) {
-        const message = state.messages[seq - 1]!
-        if (!uids.has(message.uid)) continue
-        state.messages.splice(seq - 1, 1)
-        if (!quiet) yield* told.add(`${seq} EXPUNGE`)
+      // Highest first, each taken out before the next is told: its number is still its place in the view.
+      if (!quiet) {
+        for (let seq = state.messages.length; seq >= 1; seq--) {
+          if (uids.has(state.messages[seq - 1]!.uid)) yield* told.add(`${seq} EXPUNGE`)
+        }
       }
+      state.messages = state.messages.filter((message) => !uids.has(message.uid))
       yield* told.flush
     })
 
