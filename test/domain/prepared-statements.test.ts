@@ -3,12 +3,13 @@
  * prepared once on its connection and answers as before; `DATABASE_PREPARED_STATEMENTS=false`
  * prepares nothing; a statement whose columns a migration changed fails once, then runs afresh; and
  * on the embedded database, whose socket keeps one session across connections, a new connection
- * prepares again without colliding with what the last one left.
+ * prepares again without colliding with what the last one left. Every connection runs without JIT.
  */
 import { SqlClient } from "@effect/sql"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Effect, Either, Redacted } from "effect"
+import Pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../layers/postgres.ts"
 import { adminDatabaseUrl, createDatabase, mode, type TestDatabase } from "../support/services.ts"
@@ -57,6 +58,31 @@ describe.skipIf(mode !== "postgres")("prepared statements on PostgreSQL", () => 
     expect(outcome.before).toEqual([{ id: 1 }])
     expect(Either.isLeft(outcome.stale) && String((outcome.stale.left.cause as Error).message)).toContain("cached plan must not change result type")
     expect(outcome.after).toEqual([{ id: 1, body: "hi" }])
+  })
+
+  it("every connection runs without JIT compilation (the server's default is on), prepared or not", async () => {
+    const settings = (preparedStatements: boolean) =>
+      run(
+        Postgres.pooledClient({ target: { url: Redacted.make(database.url) }, maxConnections: 3, preparedStatements }),
+        // At once, so that the pool opens three connections.
+        Effect.all(
+          Array.from({ length: 3 }, () =>
+            Effect.flatMap(SqlClient.SqlClient, (sql) =>
+              sql<{ jit: string; pid: number }>`SELECT current_setting('jit') AS jit, pg_backend_pid() AS pid, pg_sleep(0.2)`)),
+          { concurrency: 3 }
+        )
+      )
+    for (const preparedStatements of [true, false]) {
+      const rows = (await settings(preparedStatements)).map(([row]) => row!)
+      expect(rows.map((row) => row.jit)).toEqual(["off", "off", "off"])
+      expect(new Set(rows.map((row) => row.pid)).size).toBe(3)
+    }
+    // The server's own default, for a connection not of the pool.
+    const other = new Pg.Client({ connectionString: database.url })
+    await other.connect()
+    const { rows } = await other.query<{ jit: string }>("SHOW jit")
+    await other.end()
+    expect(rows[0]?.jit).toBe("on")
   })
 })
 
