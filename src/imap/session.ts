@@ -200,7 +200,8 @@ export const makeSession = (
     Effect.gen(function*() {
       const uids = new Set(gone.map((message) => message.uid))
       const told = gathering()
-      // Highest first, each taken out before the next is told: its number is still its place in the view.
+      // Highest first: every message told gone before one is above it, so its number is still its place
+      // in the view as the client counts (RFC 3501 §7.4.1).
       if (!quiet) {
         for (let seq = state.messages.length; seq >= 1; seq--) {
           if (uids.has(state.messages[seq - 1]!.uid)) yield* told.add(`${seq} EXPUNGE`)
