@@ -188,6 +188,9 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return new Set(rows.map((row) => row.emailId))
     }, Effect.catchTag("SqlError", outage))
 
+    /** Rows summed up as `count:hash sum` of `value` (64-bit hashes; an aggregate). */
+    const summed = (value: Statement.Fragment) => sql`count(*) || ':' || coalesce(sum(hashtextextended(${value}, 0)), 0)`
+
     /**
      * What a folder shows summed up, a count and a 64-bit hash sum each: its emails with their labels
      * (flags, membership), the mailbox's kept flags and (but in Sent) the sent mail that answers or
@@ -196,12 +199,12 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
      */
     const contentsOf = (mailboxId: string, folder: Folder) =>
       sql`
-        (SELECT count(*) || ':' || coalesce(sum(hashtextextended(e.id || e.labels::text, 0)), 0)
+        (SELECT ${summed(sql`e.id || e.labels::text`)}
          FROM emails e WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)})
-        || '/' || (SELECT count(*) || ':' || coalesce(sum(hashtextextended(email_id || flags::text, 0)), 0)
+        || '/' || (SELECT ${summed(sql`email_id || flags::text`)}
          FROM imap_flags WHERE mailbox_id = ${mailboxId})
         || '/' || ${
-        folder.kind === "sent" ? sql`''` : sql`(SELECT count(*) || ':' || coalesce(sum(hashtextextended(id, 0)), 0)
+        folder.kind === "sent" ? sql`''` : sql`(SELECT ${summed(sql`id`)}
          FROM emails WHERE mailbox_id = ${mailboxId} AND direction = 'outbound' AND (headers ? 'in-reply-to' OR cardinality(referenced) > 0))`
       }`
     /** A version (FolderState's): the contents, then the numbering (the next UID, how many are numbered). */
@@ -330,10 +333,10 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
         { uidValidity: string; uidNext: string; numbered: string; members: string; messages: string; unseen: string; size: string }
       >`
         SELECT f.uid_validity, f.uid_next, c.members, c.messages, c.unseen, c.size,
-          (SELECT count(*) || ':' || coalesce(sum(hashtextextended(m.email_id, 0)), 0)
+          (SELECT ${summed(sql`m.email_id`)}
            FROM imap_messages m WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}) AS numbered
         FROM imap_folders f, (
-          SELECT count(*) || ':' || coalesce(sum(hashtextextended(e.id, 0)), 0) AS members, count(*) AS messages,
+          SELECT ${summed(sql`e.id`)} AS members, count(*) AS messages,
             count(*) FILTER (WHERE ${unseenMail}) AS unseen, coalesce(sum(e.size), 0) AS size
           FROM emails e WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}) c
         WHERE f.mailbox_id = ${mailboxId} AND f.folder = ${key}`
