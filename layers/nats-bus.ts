@@ -19,6 +19,7 @@ import {
   JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
+  JetStreamError,
   jetstreamManager,
   type JsMsg,
   PubHeaders,
@@ -77,6 +78,13 @@ const DEFAULT_ACK_WAIT = Duration.seconds(30)
 const PULL_EXPIRES = Duration.seconds(10)
 /** Pause after a failed pull (server gone, consumer deleted) before trying again. */
 const PULL_RETRY = Duration.seconds(1)
+/**
+ * A pull the server stopped answering (two of its idle heartbeats missed) is sent again at once, not
+ * reported: the request was lost (a consumer's leader moved, a server too busy to keep it), or this
+ * process was too busy to read the answers. This many in a row (20 s of silence) are reported. A lost
+ * connection is reported by the connection's own status (followConnectionStatus).
+ */
+const UNANSWERED_PULLS = 2
 
 // JetStream API error codes (nats-server's errors.json) we react to.
 const STREAM_NAME_IN_USE = 10058
@@ -94,6 +102,9 @@ export const streamName = (prefix: string, stream: StreamName): string =>
 const apiCode = (error: unknown) => (error instanceof JetStreamApiError ? error.code : undefined)
 
 const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+/** The SDK's end of a pull whose idle heartbeats stopped coming (see UNANSWERED_PULLS). */
+const heartbeatsMissed = (error: BusError) => error.cause instanceof JetStreamError && error.cause.message === "heartbeats missed"
 
 const busError = (message: string) => (cause: unknown) => new BusError({ message: `${message}: ${messageOf(cause)}`, cause })
 
@@ -464,17 +475,23 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
       )
 
     const pullLoop = Effect.gen(function*() {
+      let unanswered = 0
       // Checked first: once closing, a free slot would otherwise win the race every time.
       while (!(yield* Deferred.isDone(stopping))) {
         const free = yield* freeSlots
         if (Option.isNone(free)) return
         yield* pullBatch(free.value).pipe(
-          Effect.catchAll((error) =>
-            ctx.health.report("NATS pull failed; retrying", Cause.fail(error)).pipe(
+          Effect.zipRight(Effect.sync(() => (unanswered = 0))),
+          Effect.catchAll((error) => {
+            const lost = heartbeatsMissed(error)
+            if (lost && ++unanswered < UNANSWERED_PULLS) {
+              return Effect.logDebug(`A pull from ${stream}/${durable} went unanswered (heartbeats missed); pulling again`)
+            }
+            return ctx.health.report("NATS pull failed; retrying", Cause.fail(error)).pipe(
               Effect.annotateLogs({ consumer: spec.name }),
               Effect.zipRight(Effect.raceFirst(Effect.sleep(PULL_RETRY), stopped))
             )
-          )
+          })
         )
       }
     })

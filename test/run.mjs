@@ -46,10 +46,10 @@ try {
   for (const file of json.testResults ?? []) {
     const where = path.relative(process.cwd(), file.name)
     if (file.status === "failed" && (file.assertionResults ?? []).every((test) => test.status !== "failed")) {
-      console.log(`FAILED ${where}: ${firstLine(file.message)}`)
+      console.log(`FAILED ${where}: ${told(file.message)}`)
     }
     for (const test of file.assertionResults ?? []) {
-      if (test.status === "failed") console.log(`FAILED ${where} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`)
+      if (test.status === "failed") console.log(`FAILED ${where} > ${test.fullName}: ${told(test.failureMessages?.[0])}`)
     }
   }
   // Where the run's time went (CI must stay under 20 minutes): the slowest files, wall time each.
@@ -63,8 +63,19 @@ try {
   failed = Math.max(1, failed) // no report: vitest itself failed
 }
 fs.rmSync(path.dirname(report), { recursive: true, force: true })
-function firstLine(message) {
-  return (message ?? "no message").split("\n").find((line) => line.trim() !== "")?.trim().slice(0, 300) ?? "no message"
+/**
+ * A failure's message as far as its stack: the first line beside the name (what CI's summary
+ * repeats), then up to 15 more, indented (an assertion's own account of what it saw, which is often
+ * all there is to go on when a failure does not come again).
+ */
+function told(message) {
+  const lines = (message ?? "").split("\n")
+  const stack = lines.findIndex((line) => /^\s+at /.test(line))
+  const said = (stack === -1 ? lines : lines.slice(0, stack)).map((line) => line.trimEnd()).filter((line) => line.trim() !== "")
+  if (said.length === 0) return "no message"
+  const more = said.slice(1, 16).map((line) => `\n    ${line.trim().slice(0, 300)}`).join("")
+  const left = said.length > 16 ? `\n    (${said.length - 16} more lines)` : ""
+  return `${said[0].trim().slice(0, 300)}${more}${left}`
 }
 
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`)

@@ -6,7 +6,8 @@
  *
  * PostgreSQL sits behind a TCP proxy the test cuts for ~10 s while mail keeps arriving and webhooks
  * are being delivered. The server runs at LOG_LEVEL=debug, so that the test sees backpressure being
- * met (at debug) as well as what an operator at the usual warn level reads.
+ * met (at debug) as well as what an operator at the usual warn level reads. The private nats-server is
+ * stopped (connections lost) and frozen (SIGSTOP: connections open, pulls unanswered).
  * Runs once per CI, in the PostgreSQL mode (the fragile backend uses the machine's PostgreSQL and a
  * private nats-server in either mode, so the embedded run would repeat it).
  */
@@ -15,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { sendMail } from "../support/send-mail.ts"
 import { startServer, type Server } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { withKey } from "../support/typed-client.ts"
@@ -186,5 +188,42 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
     const ended = warnings.filter((entry) => /^NATS reachable again after [\d.]+ s \([\d,]+ operations? failed\)$/.test(entry.message))
     expect(ended, report).toHaveLength(1)
     expect(warnings, report).toHaveLength(2)
+  }, 90_000)
+
+  it("sends a pull the NATS server left unanswered again, at debug, and says it is unreachable only at the second in a row", async () => {
+    const { box, path } = await boxWithWebhook()
+    // Nothing moving: the earlier tests' mail indexed and announced (a publish during the freeze would
+    // be an outage of its own), which the log going quiet for 2 s tells.
+    let heard = { length: -1, at: Date.now() }
+    await until("the server quiet for 2 s", async () => {
+      const length = server.output().length
+      if (length !== heard.length) heard = { length, at: Date.now() }
+      return Date.now() - heard.at >= 2_000 ? true : undefined
+    }, 30_000, 100)
+    const since = server.output().length
+    // Frozen, its connections open: a waiting pull misses its two idle heartbeats 5 to 15 s in,
+    // whatever its phase, and the one sent again 10 s later, before the server runs again at 26 s.
+    backend.nats.pause()
+    try {
+      await sleep(26_000)
+    } finally {
+      backend.nats.resume()
+    }
+    await until("the end of the silence logged", async () => (/NATS reachable again/.test(server.output().slice(since)) ? true : undefined), 15_000)
+    await sendMail(server.smtpPort, { to: box.address, subject: "After the freeze", text: "after" })
+    await until("mail sent after the freeze delivered", async () =>
+      receiver.received(path).some((r) => JSON.parse(r.body).data.subject === "After the freeze") ? true : undefined, 30_000, 250)
+
+    const all = entries(server.output().slice(since))
+    const warnings = all.filter((entry) => entry.level === "WARN" || entry.level === "ERROR")
+    const report = warnings.map((entry) => entry.text).join("\n")
+    expect(warnings, report).toHaveLength(2)
+    const [, pull] = /^NATS unreachable: Pulling from (\S+) failed: heartbeats missed$/.exec(warnings[0]!.message) ?? []
+    expect(pull, report).toBeDefined()
+    expect(warnings[1]!.message, report).toMatch(/^NATS reachable again after [\d.]+ s \([\d,]+ operations? failed\)$/)
+    // That consumer's first unanswered pull was sent again before the second was said.
+    const first = all.findIndex((entry) => entry.level === "DEBUG" && entry.message === `A pull from ${pull} went unanswered (heartbeats missed); pulling again`)
+    expect(first, report).toBeGreaterThanOrEqual(0)
+    expect(first, report).toBeLessThan(all.indexOf(warnings[0]!))
   }, 90_000)
 })

@@ -13,6 +13,10 @@ export interface PrivateNats {
   readonly url: string
   readonly stop: () => Promise<void>
   readonly start: () => Promise<void>
+  /** Freeze the server (SIGSTOP): its connections stay open and nothing on them is answered. */
+  readonly pause: () => void
+  /** Let a frozen server run again (SIGCONT). */
+  readonly resume: () => void
   readonly dispose: () => Promise<void>
 }
 
@@ -51,6 +55,8 @@ export const startPrivateNats = async (): Promise<PrivateNats> => {
     url: `nats://127.0.0.1:${port}`,
     start,
     stop,
+    pause: () => void child?.kill("SIGSTOP"),
+    resume: () => void child?.kill("SIGCONT"),
     dispose: async () => {
       await stop()
       fs.rmSync(storeDir, { recursive: true, force: true })
