@@ -81,8 +81,9 @@ const PULL_RETRY = Duration.seconds(1)
 /**
  * A pull the server stopped answering (two of its idle heartbeats missed) is sent again at once, not
  * reported: the request was lost (a consumer's leader moved, a server too busy to keep it), or this
- * process was too busy to read the answers. This many in a row (20 s of silence) are reported. A lost
- * connection is reported by the connection's own status (followConnectionStatus).
+ * process was too busy to read the answers. The second in a row (20 s of silence) is reported, as is
+ * any other failure. A lost connection is reported by the connection's own status
+ * (followConnectionStatus).
  */
 const UNANSWERED_PULLS = 2
 
@@ -483,8 +484,7 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
         yield* pullBatch(free.value).pipe(
           Effect.zipRight(Effect.sync(() => (unanswered = 0))),
           Effect.catchAll((error) => {
-            const lost = heartbeatsMissed(error)
-            if (lost && ++unanswered < UNANSWERED_PULLS) {
+            if (heartbeatsMissed(error) && ++unanswered < UNANSWERED_PULLS) {
               return Effect.logDebug(`A pull from ${stream}/${durable} went unanswered (heartbeats missed); pulling again`)
             }
             return ctx.health.report("NATS pull failed; retrying", Cause.fail(error)).pipe(
