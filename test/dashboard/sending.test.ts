@@ -75,7 +75,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   const domainsOf = async () => (await dashboard().GET("/api/domains")).data!.data
 
   /** What the session's answers said is left of its rate limit's window, and when that window resets (Unix seconds). */
-  let budget: { remaining: number; reset: number } | undefined
+  let budget: { limit: number; remaining: number; reset: number } | undefined
   /** The refusals a test provoked on purpose, taken off the page's record of problems. */
   const refusals = (pattern: RegExp) => takeRefusals(watched, pattern)
   /** The message the MX took whose subject is `subject`. */
@@ -115,10 +115,11 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     page = watched.page
     page.on("response", (response) => {
       const headers = response.headers()
-      const [remaining, reset] = [Number(headers["x-ratelimit-remaining"]), Number(headers["x-ratelimit-reset"])]
-      if (!new URL(response.url()).pathname.startsWith("/api/") || !Number.isFinite(remaining) || !Number.isFinite(reset)) return
-      if (budget === undefined || reset > budget.reset) budget = { remaining, reset }
-      else if (reset === budget.reset) budget = { remaining: Math.min(remaining, budget.remaining), reset }
+      const [limit, remaining, reset] = ["limit", "remaining", "reset"].map((name) => Number(headers[`x-ratelimit-${name}`])) as [number, number, number]
+      if (!new URL(response.url()).pathname.startsWith("/api/") || ![limit, remaining, reset].every(Number.isFinite)) return
+      // A new window, or a new plan's limit (the upgrade to Enterprise), starts the count afresh.
+      if (budget === undefined || reset > budget.reset || limit !== budget.limit) budget = { limit, remaining, reset }
+      else if (reset === budget.reset) budget = { limit, remaining: Math.min(remaining, budget.remaining), reset }
     })
   })
 
