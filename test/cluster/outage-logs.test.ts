@@ -217,13 +217,19 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
     const all = entries(server.output().slice(since))
     const warnings = all.filter((entry) => entry.level === "WARN" || entry.level === "ERROR")
     const report = warnings.map((entry) => entry.text).join("\n")
+    // The silence said once, and its end once.
     expect(warnings, report).toHaveLength(2)
-    const [, pull] = /^NATS unreachable: Pulling from (\S+) failed: heartbeats missed$/.exec(warnings[0]!.message) ?? []
-    expect(pull, report).toBeDefined()
+    expect(warnings[0]!.message, report).toMatch(/^NATS unreachable: \S/)
     expect(warnings[1]!.message, report).toMatch(/^NATS reachable again after [\d.]+ s \([\d,]+ operations? failed\)$/)
-    // That consumer's first unanswered pull was sent again before the second was said.
-    const first = all.findIndex((entry) => entry.level === "DEBUG" && entry.message === `A pull from ${pull} went unanswered (heartbeats missed); pulling again`)
-    expect(first, report).toBeGreaterThanOrEqual(0)
-    expect(first, report).toBeLessThan(all.indexOf(warnings[0]!))
+    // The first pulls left unanswered were sent again, at debug.
+    const resent = (pull: string) => all.findIndex((entry) => entry.level === "DEBUG" && entry.message === `A pull from ${pull} went unanswered (heartbeats missed); pulling again`)
+    expect(all.some((entry) => entry.level === "DEBUG" && /^A pull from \S+ went unanswered/.test(entry.message)), report).toBe(true)
+    // Said by a consumer's second in a row, after its first (or, when a handler's acknowledgement met
+    // the freeze before any, by that: the log's quiet does not rule out a handler with nothing to log).
+    const [, pull] = /^NATS unreachable: Pulling from (\S+) failed: heartbeats missed$/.exec(warnings[0]!.message) ?? []
+    if (pull !== undefined) {
+      expect(resent(pull), report).toBeGreaterThanOrEqual(0)
+      expect(resent(pull), report).toBeLessThan(all.indexOf(warnings[0]!))
+    }
   }, 90_000)
 })
