@@ -478,8 +478,10 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         // A deferral is told once, when it starts; every final outcome is told.
         const told = rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred")
         yield* writeUpdates(rows.map((r) => ({ ...r, emailId, announced: !told.includes(r) })))
-        yield* tell(sent, told, now)
+        // Counted once written, before telling (a publish to the bus): whoever reads the outcome
+        // finds it counted a moment later at most.
         yield* recordDeliveries(rows.map((r) => r.status))
+        yield* tell(sent, told, now)
         return rows.some((r) => r.status === "deferred")
       })
 

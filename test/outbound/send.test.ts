@@ -257,10 +257,13 @@ describe("sending to another domain", () => {
     })
     expect(inbound.data?.meta.total).toBe(0)
 
-    // Operators see deliveries by status.
-    const metrics = await (await fetch(`${suite.url}/metrics`)).text()
-    const sentCount = Number(/^mailroom_outbound_deliveries_total\{status="sent"\} (\d+)/m.exec(metrics)?.[1] ?? 0)
-    expect(sentCount).toBeGreaterThanOrEqual(3)
+    // Operators see deliveries by status: counted as the outcome is written, so a moment after it reads.
+    let sentCount = 0
+    await until(() => `3 deliveries counted as sent in /metrics (${sentCount} so far)`, async () => {
+      const metrics = await (await fetch(`${suite.url}/metrics`)).text()
+      sentCount = Number(/^mailroom_outbound_deliveries_total\{status="sent"\} (\d+)/m.exec(metrics)?.[1] ?? 0)
+      return sentCount >= 3 ? true : undefined
+    }, 5_000)
   })
 
   it("a mailbox's display_name is its From's name (quoted, encoded, signed) and the sent email's from_name; cleared, the From is bare", async () => {
