@@ -44,6 +44,24 @@ const backendIndependent = [
   "test/search/openai-embedder.test.ts", // an embedder against a stand-in
   "test/search/local-embedder.test.ts",
   "test/search/qdrant-index.test.ts", // against the fake Qdrant
+  // pure rules: no database, bus or server at all
+  "test/health/dependency-health.test.ts",
+  "test/api/infrastructure-errors.test.ts",
+  "test/domain/icalendar.test.ts",
+  "test/domain/schedule-occurrences.test.ts",
+  "test/domain/availability.test.ts",
+  "test/domain/time-zones.test.ts",
+  "test/domain/totp.test.ts",
+  "test/batching.test.ts",
+  "test/ids.test.ts",
+  "test/load-balancers.test.ts",
+  "test/ops/settings.test.ts",
+  "test/ops/json-log-line.test.ts",
+  "test/smtp/dns-answers.test.ts",
+  "test/outbound/dkim-signature.test.ts",
+  "test/webhooks/signatures.test.ts",
+  "test/api/screened-body.test.ts",
+  "test/search/postings.test.ts",
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",
   "test/api/auth.test.ts",
