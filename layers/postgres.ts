@@ -348,6 +348,23 @@ const watchConnections = (target: Target, clients: ReadonlySet<WatchedClient>) =
   })
 
 /**
+ * A new connection's first statement, before it is lent: no JIT compilation. It starts on any
+ * statement the planner costs past 100,000 (one reading a large mailbox's mail), where compiling takes
+ * 100-250 ms and saves less (an IMAP poll of 190,000 messages 0.58 → 0.38 s). A SET, not a startup
+ * option, which poolers refuse. A server that refuses the setting (its answer an error of its own) is
+ * served all the same; any other failure (the connection lost meanwhile) ends the connection instead
+ * of lending it, and the statement waiting for it hears why.
+ */
+export const withoutJit = (client: { readonly query: (text: string) => Promise<unknown> }): Promise<void> =>
+  client.query("SET jit = off").then(
+    () => undefined,
+    (error: unknown) => {
+      if (error instanceof Pg.DatabaseError) return
+      throw error
+    }
+  )
+
+/**
  * A pool that answered one query, ended with the scope; sampled into the pool gauges meanwhile, and
  * its connections watched (`options.watch`).
  */
@@ -368,11 +385,7 @@ const acquirePool = (options: PoolOptions) => {
             this.once("end", () => clients.delete(this))
           }
         },
-        // No JIT compilation: it starts on any statement the planner costs past 100,000 (one reading a
-        // large mailbox's mail), where compiling takes 100-250 ms and saves less (an IMAP poll of 190,000
-        // messages 0.58 → 0.38 s). A SET, not a startup option, which poolers refuse; run before the
-        // connection is lent; a server that refuses it is served all the same.
-        onConnect: (client) => client.query("SET jit = off").then(() => undefined, () => undefined),
+        onConnect: withoutJit,
         idleTimeoutMillis: Duration.toMillis(IDLE_TIMEOUT),
         max: options.maxConnections,
         min: options.minConnections,

@@ -20,6 +20,21 @@ const run = <A, E>(client: ReturnType<typeof Postgres.pooledClient>, effect: Eff
 
 const prepared = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`)
 
+describe("a new connection's SET jit = off", () => {
+  const answering = (outcome: () => Promise<unknown>) => ({ query: outcome })
+
+  it("serves the connection when the server refuses the setting, and ends it when the connection fails meanwhile", async () => {
+    const refused = new Pg.DatabaseError('unrecognized configuration parameter "jit"', 0, "error")
+    refused.code = "42704"
+    await expect(Postgres.withoutJit(answering(() => Promise.reject(refused)))).resolves.toBeUndefined()
+    await expect(Postgres.withoutJit(answering(() => Promise.resolve({ rows: [] })))).resolves.toBeUndefined()
+    const lost = new Error("Connection terminated unexpectedly")
+    await expect(Postgres.withoutJit(answering(() => Promise.reject(lost)))).rejects.toBe(lost)
+    const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" })
+    await expect(Postgres.withoutJit(answering(() => Promise.reject(reset)))).rejects.toBe(reset)
+  })
+})
+
 describe.skipIf(mode !== "postgres")("prepared statements on PostgreSQL", () => {
   let database: TestDatabase
   beforeAll(async () => {
