@@ -104,11 +104,12 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Suites start real servers, databases and NATS streams: two files at a time suits 2 cores on the
-    // embedded defaults, where the run is bound by the cores (1.76 of 2 busy; a third file made each
-    // file 27% slower and the run 14% shorter, all of it load). On PostgreSQL + NATS four files run
-    // at once: there the suites spend much of their time waiting (clusters of processes stopped, killed
-    // and restarted, outages waited out; 1.26 cores busy with two files), and the files' summed time
-    // stayed the same with a fourth (917 s against 911 s with three) while the run took 248 s, not 320.
+    // embedded defaults, where the run is bound by the cores (1.76 of 2 busy; with a third file the
+    // files' summed time grew by 27%: the run gained little, all of it under more load). On PostgreSQL +
+    // NATS four files run at once: there the suites spend much of their time waiting (clusters of
+    // processes stopped, killed and restarted, outages waited out; 1.26 cores busy with two files), and
+    // the files' summed time stayed the same with a fourth (917 s against 911 s with three) while the
+    // run took 248 s, not 320.
     maxWorkers: process.env.DATABASE_URL ? 4 : 2,
     // As many from the start: a worker past the minimum is ended when idle, and tinypool's ending of
     // one can reject unhandled ("Terminating worker thread"), which fails the run (seen with three).
