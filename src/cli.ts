@@ -258,10 +258,9 @@ const migrate = (config: AppConfigShape) =>
     const sql = yield* SqlClient.SqlClient
     const [latest] = yield* sql<{ readonly name: string }>`
       SELECT migration_id || '_' || name AS name FROM mailroom_migrations ORDER BY migration_id DESC LIMIT 1`
-    const names = applied.map(([id, name]) => `${id}_${name}`)
     yield* print(
       applied.length > 0
-        ? `Applied ${applied.length} migration${applied.length === 1 ? "" : "s"}: ${names.length > 3 ? `${names[0]} to ${names.at(-1)}` : names.join(", ")}`
+        ? Database.appliedMigrations(applied)
         : `Nothing to apply: the database has every migration, the latest ${latest?.name ?? "none"}`
     )
   }).pipe(Effect.provide(Database.unmigratedLayer(config)))

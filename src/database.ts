@@ -29,11 +29,25 @@ const loader: Migrator.Loader = Effect.try({
   catch: (cause) => new Migrator.MigrationError({ reason: "import-error", message: "Could not read migrations/", cause })
 })
 
+/**
+ * What was applied, in one short line: "Applied 81 migrations: 1_accounts to 81_sent_mail_index" (a
+ * first start's eighty names would make one line of two thousand characters), up to three by name.
+ */
+export const appliedMigrations = (applied: ReadonlyArray<readonly [number, string]>): string => {
+  const names = applied.map(([id, name]) => `${id}_${name}`)
+  return `Applied ${names.length} migration${names.length === 1 ? "" : "s"}: ${
+    names.length > 3 ? `${names[0]} to ${names.at(-1)}` : names.join(", ")
+  }`
+}
+
 export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" }).pipe(
   // Two nodes starting at once on a fresh database can race to create the migrations table.
   Effect.retry({ times: 3, schedule: Schedule.spaced("200 millis") }),
   Effect.tap((done) =>
-    done.length > 0 ? Effect.logInfo(`Applied migrations ${done.map(([id, name]) => `${id}_${name}`).join(", ")}`) : Effect.void
+    done.length === 0 ? Effect.void : Effect.zipRight(
+      Effect.logInfo(appliedMigrations(done)),
+      Effect.logDebug(`Applied migrations ${done.map(([id, name]) => `${id}_${name}`).join(", ")}`)
+    )
   )
 )
 

@@ -83,7 +83,11 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
 
   it("a clean stop closes the database and leaves no lock or socket behind; the next start opens it", async () => {
     const dir = dataDir()
-    const first = await startServer({ DATA_DIR: dir })
+    const first = await startServer({ DATA_DIR: dir, LOG_LEVEL: "info" })
+    // A first start applies every migration, said in one short line.
+    const migrations = fs.readdirSync(path.join(repoRoot, "migrations")).filter((file) => file.endsWith(".sql")).sort()
+      .map((file) => file.replace(/^0+/, "").replace(/\.sql$/, ""))
+    expect(first.output()).toContain(`Applied ${migrations.length} migrations: ${migrations[0]} to ${migrations.at(-1)}\n`)
     const user = await withApiKey(first.url)
     const pid = first.process.pid!
     // The database and, beside it, the vector index's own (layers/pgvector-index.ts `apartLayer`).
@@ -103,8 +107,9 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     expect(usage.stderr).toBe("")
     expect(usage.stdout).toContain("plan:      free (active)")
 
-    const second = await startServer({ DATA_DIR: dir })
+    const second = await startServer({ DATA_DIR: dir, LOG_LEVEL: "info" })
     servers.push(second)
     expect((await withKey(second.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    expect(second.output()).not.toContain("Applied")
   })
 })
