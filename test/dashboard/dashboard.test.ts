@@ -7,8 +7,8 @@
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, tellOnFailure, type WatchedPage } from "../support/browser.ts"
 import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
@@ -70,17 +70,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     page = watched.page
   })
 
-  // A test that fails shows what the server logged meanwhile, and the page's console errors and failed
-  // requests (a step that waits in vain says only what it waited for).
-  let logged = 0
-  beforeEach(() => {
-    logged = server?.output().length ?? 0
-  })
-  afterEach(({ task }) => {
-    if (task.result?.state !== "fail") return
-    const during = server?.output().slice(logged).trim()
-    console.error(`While "${task.name}" ran, the server logged:\n${during ? during.slice(-6000) : "(nothing)"}\nthe page saw: ${JSON.stringify(watched?.problems ?? [])}`)
-  })
+  tellOnFailure(() => server, () => watched)
 
   afterAll(async () => {
     await browser?.close()

@@ -12,7 +12,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
 import { signUp } from "../support/accounts.ts"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, signUpWithMailbox, takeRefusals, tellOnFailure, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"
@@ -132,6 +132,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   beforeEach(async () => {
     if (budget !== undefined && budget.remaining < 60 && budget.reset * 1000 > Date.now()) await sleep(budget.reset * 1000 - Date.now() + 250)
   })
+
+  tellOnFailure(() => server, () => watched)
 
   afterAll(async () => {
     await browser?.close()
@@ -1459,6 +1461,9 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     // Signed out first: the suite's account ends here.
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    // The form shows at once and the URL follows when the logout is answered: a link opened before
+    // then would be replaced by #/signin (a CI run's was, and the sign-in went to the mailboxes).
+    await page.waitForURL(/#\/signin$/)
     const visitor = await signUp(server.url)
     await page.goto("/#/keys")
     await page.getByRole("heading", { name: "Sign in" }).waitFor()

@@ -319,9 +319,11 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
     it.effect("walks a COUNT once, when kept, a range stopping at its last repeat; the events kept before that are walked again once", () =>
       Effect.gen(function*() {
         const { sql, mailboxId, receive, list, schedule } = yield* world()
-        // Thursdays at 16:00 UTC from 7 January 2010, a thousand of them: the last is 999 weeks on, 1 March 2029.
-        yield* receive(calendar("REQUEST", "UID:close@partner.test", "DTSTART:20100107T160000Z", "DURATION:PT1H",
-          "RRULE:FREQ=WEEKLY;BYDAY=TH;COUNT=1000", "SUMMARY:Close"))
+        // Thursdays at 16:00 UTC from 4 January 2024, 270 of them: the last is 269 weeks on, 1 March 2029.
+        // (A thousand from 2010 took 50 ms cold, and a CI run's loaded machine stretched that past the
+        // walk's budget of 250 ms, which stopped it short: the budget is not what this test is about.)
+        yield* receive(calendar("REQUEST", "UID:close@partner.test", "DTSTART:20240104T160000Z", "DURATION:PT1H",
+          "RRULE:FREQ=WEEKLY;BYDAY=TH;COUNT=270", "SUMMARY:Close"))
         const entry = () =>
           Effect.map(
             sql<{ repeatsUntil: string | null; lastEnd: Date | null }>`
