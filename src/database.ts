@@ -30,7 +30,7 @@ const loader: Migrator.Loader = Effect.try({
 })
 
 /**
- * What was applied, in one short line: "Applied 81 migrations: 1_accounts to 81_sent_mail_index" (a
+ * What was applied, in one short line: "Applied 80 migrations: 1_accounts to 81_sent_mail_index" (a
  * first start's eighty names would make one line of two thousand characters), up to three by name.
  */
 export const appliedMigrations = (applied: ReadonlyArray<readonly [number, string]>): string => {
