@@ -29,12 +29,15 @@ const loader: Migrator.Loader = Effect.try({
   catch: (cause) => new Migrator.MigrationError({ reason: "import-error", message: "Could not read migrations/", cause })
 })
 
+/** A migration as the logs and `mailroom migrate` name it: `81_sent_mail_index`. */
+const migrationName = ([id, name]: readonly [number, string]) => `${id}_${name}`
+
 /**
  * What was applied, in one short line: "Applied 80 migrations: 1_accounts to 81_sent_mail_index" (a
  * first start's eighty names would make one line of two thousand characters), up to three by name.
  */
 export const appliedMigrations = (applied: ReadonlyArray<readonly [number, string]>): string => {
-  const names = applied.map(([id, name]) => `${id}_${name}`)
+  const names = applied.map(migrationName)
   return `Applied ${names.length} migration${names.length === 1 ? "" : "s"}: ${
     names.length > 3 ? `${names[0]} to ${names.at(-1)}` : names.join(", ")
   }`
@@ -46,7 +49,7 @@ export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" 
   Effect.tap((done) =>
     done.length === 0 ? Effect.void : Effect.zipRight(
       Effect.logInfo(appliedMigrations(done)),
-      Effect.logDebug(`Applied migrations ${done.map(([id, name]) => `${id}_${name}`).join(", ")}`)
+      Effect.logDebug(`Applied migrations ${done.map(migrationName).join(", ")}`)
     )
   )
 )

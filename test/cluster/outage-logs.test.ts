@@ -228,8 +228,9 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
     // the freeze before any, by that: the log's quiet does not rule out a handler with nothing to log).
     const [, pull] = /^NATS unreachable: Pulling from (\S+) failed: heartbeats missed$/.exec(warnings[0]!.message) ?? []
     if (pull !== undefined) {
-      expect(resent(pull), report).toBeGreaterThanOrEqual(0)
-      expect(resent(pull), report).toBeLessThan(all.indexOf(warnings[0]!))
+      const first = resent(pull)
+      expect(first, report).toBeGreaterThanOrEqual(0)
+      expect(first, report).toBeLessThan(all.indexOf(warnings[0]!))
     }
   }, 90_000)
 })

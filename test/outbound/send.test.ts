@@ -17,6 +17,7 @@ import { upgrade } from "../support/billing.ts"
 import { feedbackReport } from "../support/reports.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { scrape } from "../support/metrics.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
@@ -260,8 +261,7 @@ describe("sending to another domain", () => {
     // Operators see deliveries by status: counted as the outcome is written, so a moment after it reads.
     let sentCount = 0
     await until(() => `3 deliveries counted as sent in /metrics (${sentCount} so far)`, async () => {
-      const metrics = await (await fetch(`${suite.url}/metrics`)).text()
-      sentCount = Number(/^mailroom_outbound_deliveries_total\{status="sent"\} (\d+)/m.exec(metrics)?.[1] ?? 0)
+      sentCount = (await scrape(`${suite.url}/metrics`)).value("mailroom_outbound_deliveries_total", { status: "sent" })
       return sentCount >= 3 ? true : undefined
     }, 5_000)
   })
