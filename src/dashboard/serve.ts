@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Option } from "effect"
 import { AppConfig, imapEndpoint, submissionEndpoint } from "../config.ts"
+import { FRAME_SCRIPT } from "./client/frame-height.js"
 
 const clientDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "client")
 const require = createRequire(import.meta.url)
@@ -80,11 +81,12 @@ const sha256 = (text: string) => `'sha256-${createHash("sha256").update(text).di
  * The page's policy: scripts only from this origin (and the import map, by its hash). Mail is shown
  * in a sandboxed `srcdoc` frame, which inherits this policy on top of its own (mail-frame.js). So
  * this one must allow what a mail may show once the reader agrees: remote images (the frame's own
- * policy blocks them until then) and inline styles (mail is styled inline; the dashboard uses none).
+ * policy blocks them until then) and inline styles (mail is styled inline; the dashboard uses none),
+ * and the one script the frame runs (frame-height.js), by its hash.
  */
 export const contentSecurityPolicy = (importMap: string) => [
   "default-src 'none'",
-  `script-src 'self' ${sha256(importMap)}`,
+  `script-src 'self' ${sha256(importMap)} ${sha256(FRAME_SCRIPT)}`,
   "style-src 'self' 'unsafe-inline'",
   "img-src 'self' data: https: http:",
   "connect-src 'self'",

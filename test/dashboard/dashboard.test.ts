@@ -86,7 +86,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(response.headers.get("content-type")).toMatch(/^text\/html/)
     const policy = response.headers.get("content-security-policy") ?? ""
     expect(policy).toContain("default-src 'none'")
-    expect(policy).toMatch(/script-src 'self' 'sha256-[A-Za-z0-9+/=]+'(;|$)/)
+    // The import map's hash, and the mail frame's script's (mail-frame.js).
+    expect(policy).toMatch(/script-src 'self' 'sha256-[A-Za-z0-9+/=]+' 'sha256-[A-Za-z0-9+/=]+'(;|$)/)
     expect(policy).toContain("frame-ancestors 'none'")
     const page = await response.text()
     const script = /src="(\/assets\/[0-9a-f]+\/main\.js)"/.exec(page)![1]!
@@ -222,6 +223,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
       subject: "Quarterly numbers",
       text: "See the numbers inside.",
       html: `<h1>Numbers</h1><p>Hello <a href="https://example.com/report">report</a></p>` +
+        `<p>Revenue grew in every quarter but the third, when the new warehouse opened and the roof was repaired; ` +
+        `the fourth made up for it, and the year closed a fifth above the last.</p>` +
         `<script>fetch("${tracker.url}/script-ran")</script>` +
         `<img src="${tracker.url}/pixel.gif" alt="tracking pixel" onerror="fetch('${tracker.url}/onerror-ran')">` +
         `<img src="cid:chart@numbers.test" alt="chart">`,
@@ -255,7 +258,20 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const frame = page.frameLocator("iframe[title='Email content']")
     await frame.getByRole("heading", { name: "Numbers" }).waitFor()
     expect(await frame.getByRole("link", { name: "report" }).getAttribute("target")).toBe("_blank")
-    await expect(page.locator("iframe[title='Email content']").getAttribute("sandbox")).resolves.not.toContain("allow-scripts")
+    // An opaque origin; scripts only for the frame's own (it tells the page the email's height).
+    const sandbox = await page.locator("iframe[title='Email content']").getAttribute("sandbox")
+    expect(sandbox).toContain("allow-scripts")
+    expect(sandbox).not.toContain("allow-same-origin")
+    // The frame is as tall as the email (taller than it starts), and grows with it on a narrow screen.
+    const overflow = () => frame.locator("html").evaluate((root) => root.scrollHeight - root.clientHeight)
+    const frameHeight = () => page.locator("iframe[title='Email content']").evaluate((element) => (element as unknown as { readonly offsetHeight: number }).offsetHeight)
+    await expect.poll(overflow).toBe(0)
+    const wide = await frameHeight()
+    expect(wide).toBeGreaterThan(200)
+    await page.setViewportSize({ width: 375, height: 740 })
+    await expect.poll(overflow).toBe(0)
+    expect(await frameHeight()).toBeGreaterThan(wide)
+    await page.setViewportSize({ width: 1280, height: 800 })
     await page.getByText("Remote images are blocked").waitFor()
     // Its own image (cid:) is part of the message, not remote: shown at once, from the attachment's bytes.
     await expect.poll(() => frame.getByRole("img", { name: "chart" }).evaluate((element) => {
@@ -274,6 +290,32 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await frame.getByRole("img", { name: "tracking pixel" }).waitFor()
     for (let i = 0; i < 50 && tracker.hits.length === 0; i++) await sleep(100)
     expect(tracker.hits).toEqual(["/pixel.gif"])
+  })
+
+  it("stops growing an email's frame where the email grows with it", async () => {
+    // Content as tall as its frame (100vh) overflows it by as much after every step: the frame stops
+    // after one, and the rest scrolls within it, rather than growing to the frames' limit (30,000 px).
+    await sendMail(server.smtpPort, {
+      from: "Banner <banner@example.com>",
+      to: address,
+      subject: "As tall as the window",
+      text: "A banner.",
+      html: `<div style="min-height:100vh">Banner</div><p>Below the banner</p>`
+    })
+    await page.getByRole("link", { name: "Back to the inbox" }).click()
+    await page.getByRole("link", { name: /As tall as the window/ }).click()
+    const frame = page.locator("iframe[title='Email content']")
+    await page.frameLocator("iframe[title='Email content']").getByText("Below the banner").waitFor()
+    const height = () => frame.evaluate((element) => (element as unknown as { readonly offsetHeight: number }).offsetHeight)
+    let before = -1
+    const settled = await until("the frame's height settled", async () => {
+      const now = await height()
+      if (now === before) return now
+      before = now
+      return undefined
+    }, 10_000, 300)
+    expect(settled).toBeGreaterThan(128)
+    expect(settled).toBeLessThan(400)
   })
 
   it("marks the opened email read", async () => {
@@ -531,8 +573,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await form.getByLabel("Password").fill("a better passphrase")
     await form.getByRole("button", { name: "Delete my account for good" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
-    // The suite's two emails count although their mailbox was deleted before: they were kept until now.
-    await page.getByRole("status").getByText(new RegExp(`^The account ${email.replace(/[.+]/g, "\\$&")} is deleted, with 0 mailboxes and 2 emails\\.$`)).waitFor()
+    // The suite's three emails count although their mailbox was deleted before: they were kept until now.
+    await page.getByRole("status").getByText(new RegExp(`^The account ${email.replace(/[.+]/g, "\\$&")} is deleted, with 0 mailboxes and 3 emails\\.$`)).waitFor()
     expect(watched.problems).toEqual([])
     const login = await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "a better passphrase" } })
     expect(login.response.status).toBe(401)

@@ -8,7 +8,7 @@ import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, MESSAGE_LABELS, parseRecipients, recipientError } from "./compose.js"
 import { onDelivery } from "./live.js"
-import { mailDocument, SANDBOX } from "./mail-frame.js"
+import { HtmlPreview } from "./mail-frame.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useAction, useReloading, when } from "./ui.js"
 
@@ -78,8 +78,7 @@ const Forwarded = ({ emailId }) => {
       <pre class="mail-text draft-text" aria-label="Forwarded text">${forwardedText(email)}</pre>
       ${email.html && html`
         <details><summary class="small">The forwarded email's HTML version (sent along; mail programs show it)</summary>
-          <iframe class="mail-body" title="HTML version of the forwarded email" sandbox=${SANDBOX} referrerpolicy="no-referrer"
-            srcdoc=${mailDocument(email.html, false).srcdoc}></iframe></details>`}
+          <${HtmlPreview} title="HTML version of the forwarded email" html=${email.html} /></details>`}
     </section>`
 }
 
@@ -187,8 +186,7 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
         ${draft.send_at && draft.status === "draft" && html`<div class="small">Scheduled for ${new Date(draft.send_at).toLocaleString()}</div>`}
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
         ${!editing && draft.html && html`
-          <iframe key=${draft.html} class="mail-body" title=${"HTML version of " + title} sandbox=${SANDBOX} referrerpolicy="no-referrer"
-            srcdoc=${mailDocument(draft.html, false).srcdoc}></iframe>`}
+          <${HtmlPreview} title=${"HTML version of " + title} html=${draft.html} />`}
         ${!editing && draft.text && (draft.html
           ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text">${draft.text}</pre></details>`
           : html`<pre class="mail-text draft-text">${draft.text}</pre>`)}

@@ -1,13 +1,21 @@
 /**
  * A received email's HTML, shown without trusting it. Three layers:
- * 1. the iframe's `sandbox` (no `allow-scripts`, no `allow-same-origin`): scripts cannot run and the
- *    document is a stranger to the dashboard; `allow-popups…` lets links open outside it;
+ * 1. the iframe's `sandbox` (no `allow-same-origin`): the document is a stranger to the dashboard,
+ *    with an opaque origin of its own; `allow-popups…` lets links open outside it;
  * 2. the document's own policy (a CSP `<meta>` first in its head): nothing loads but inline styles
- *    and data: images, and remote images only once the reader allows them;
+ *    and data: images, remote images only once the reader allows them, and one script, ours
+ *    (frame-height.js: it tells the page the email's height), by a nonce made for the document;
  * 3. before that, the HTML is cleaned in an inert DOMParser document: scripts, frames, forms and
  *    event attributes removed, remote image addresses parked, so nothing is even attempted (a
  *    blocked attempt would still be noise in the console and a hint to the sender when allowed later).
+ * The sandbox allows scripts for that one: the email's own never run, since the cleaning removed
+ * them and the frame's policy and the page's (which the frame inherits: it allows the script by
+ * its hash) refuse any other.
  */
+import { html } from "htm/preact"
+import { useEffect, useMemo, useRef } from "preact/hooks"
+import { FRAME_SCRIPT } from "./frame-height.js"
+
 
 const REMOVED = "script, iframe, frame, frameset, object, embed, applet, form, base, meta, link[rel=import], noscript"
 const REMOTE = /^\s*(https?:)?\/\//i
@@ -93,11 +101,58 @@ export const mailDocument = (html, allowImages, inline = {}) => {
     }
   }
   const images = allowImages ? "data: https: http:" : "data:"
-  const policy = `default-src 'none'; img-src ${images}; style-src 'unsafe-inline'; font-src data:; base-uri 'none'; form-action 'none'`
+  const nonce = crypto.randomUUID().replaceAll("-", "")
+  const policy = `default-src 'none'; script-src 'nonce-${nonce}'; img-src ${images}; style-src 'unsafe-inline'; font-src data:; base-uri 'none'; form-action 'none'`
   const head = `<meta http-equiv="Content-Security-Policy" content="${policy}"><meta name="referrer" content="no-referrer">` +
-    `<base target="_blank"><style>body{font-family:system-ui,sans-serif;margin:1rem;overflow-wrap:anywhere}img{max-width:100%;height:auto}</style>`
+    `<base target="_blank"><style>body{font-family:system-ui,sans-serif;margin:1rem;overflow-wrap:anywhere}img{max-width:100%;height:auto}</style>` +
+    `<script nonce="${nonce}">${FRAME_SCRIPT}</script>`
   return { srcdoc: `<!doctype html><html><head>${head}${doc.head.innerHTML}</head><body>${doc.body.innerHTML}</body></html>`, blockedImages }
 }
 
-/** The frame's sandbox: no scripts, an opaque origin; links may open a new, unsandboxed tab. */
-export const SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
+/** The frame's sandbox: an opaque origin, scripts (frame-height.js's alone: see above); links may open a new, unsandboxed tab. */
+const SANDBOX = "allow-scripts allow-popups allow-popups-to-escape-sandbox"
+
+/** The tallest a frame grows: beyond it, an email (a page-long table, say) scrolls within its frame. */
+const MAX_HEIGHT = 30_000
+
+/**
+ * A mail document (mailDocument's `srcdoc`) in its sandboxed frame, grown to the email's height as the
+ * frame reports it (frame-height.js), so that the email reads with the page. It grows, never shrinks
+ * (a wider window leaves some room below rather than the page jumping), up to MAX_HEIGHT. Content
+ * sized by the frame's own height (`100vh`) would grow it forever: such an email overflows the frame
+ * by as much after a step as before it, and the frame stops there (the rest scrolls within it).
+ * @param {{ title: string, srcdoc: string }} props
+ */
+export const MailFrame = ({ title, srcdoc }) => {
+  const frame = useRef(/** @type {HTMLIFrameElement | null} */ (null))
+  useEffect(() => {
+    /** The last report's overflow, and the frame's height it was measured in. */
+    let last = { viewport: 0, overflow: 0 }
+    let following = false
+    /** @param {MessageEvent} event */
+    const onMessage = (event) => {
+      const element = frame.current
+      if (following || element === null || event.source !== element.contentWindow) return
+      const { height, viewport } = event.data?.mailroomFrame ?? {}
+      // Measured before the frame's last resize: the report that follows it tells.
+      if (!Number.isFinite(height) || viewport !== element.clientHeight) return
+      const overflow = Math.max(0, Math.min(Math.ceil(height), MAX_HEIGHT) - viewport)
+      following = overflow > 0 && last.viewport < viewport && Math.abs(overflow - last.overflow) <= 1
+      last = { viewport, overflow }
+      if (overflow > 0 && !following) element.style.height = `${element.offsetHeight + overflow}px`
+    }
+    addEventListener("message", onMessage)
+    return () => removeEventListener("message", onMessage)
+  }, [srcdoc])
+  return html`<iframe ref=${frame} key=${srcdoc} class="mail-body" title=${title} sandbox=${SANDBOX} referrerpolicy="no-referrer" srcdoc=${srcdoc}></iframe>`
+}
+
+/**
+ * An HTML version shown as it will be sent (a draft's, a forwarded email's): in its frame, remote images
+ * kept back. One document for the same HTML: each has a nonce of its own, and a new one is a new frame.
+ * @param {{ title: string, html: string }} props
+ */
+export const HtmlPreview = ({ title, html: source }) => {
+  const srcdoc = useMemo(() => mailDocument(source, false).srcdoc, [source])
+  return html`<${MailFrame} title=${title} srcdoc=${srcdoc} />`
+}

@@ -6,7 +6,7 @@ import { html } from "htm/preact"
 import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
-import { mailDocument, SANDBOX } from "./mail-frame.js"
+import { MailFrame, mailDocument } from "./mail-frame.js"
 import { backToList, go, href } from "./router.js"
 import { ConfirmDelete, ErrorNote, size, when } from "./ui.js"
 
@@ -376,7 +376,7 @@ export const ReaderPage = ({ emailId }) => {
           ${body.blockedImages > 0 && html`
             <p class="notice" role="status">Remote images are blocked: loading them tells the sender you read this.
               <button type="button" class="secondary" onClick=${() => setAllowImages(true)}>Show images</button></p>`}
-          <iframe key=${body.srcdoc} class="mail-body" title="Email content" sandbox=${SANDBOX} referrerpolicy="no-referrer" srcdoc=${body.srcdoc}></iframe>`
+          <${MailFrame} title="Email content" srcdoc=${body.srcdoc} />`
         : html`<pre class="mail-text">${email.text}</pre>`}
     </article>
     ${thread && html`
