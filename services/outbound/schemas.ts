@@ -52,15 +52,24 @@ export const withAsciiDomain = (value: string): string => {
   return `${value.slice(0, at)}@${domainToASCII(domain) || domain}`
 }
 
+/** Why `value` is not an address Mailroom sends to, in the words a caller acts on. */
+const addressRefusal = (value: string): string => {
+  // "Ada <ada@example.com>", as a mail program writes it: the name has a field of its own.
+  if (/<[^<>]+@[^<>]+>\s*$/.test(value)) {
+    return "must be an email address such as name@example.com; with a name, send {\"name\": \"Ada\", \"address\": \"ada@example.com\"}"
+  }
+  // An internationalized mailbox name (RFC 6531) is an address, but one only servers that take SMTPUTF8
+  // receive, with nothing to fall back to for the others: Mailroom does not send to them.
+  const at = value.lastIndexOf("@")
+  if (at > 0 && /[^\x00-\x7f]/.test(value.slice(0, at)) && isAddress(`x@${value.slice(at + 1)}`)) {
+    return "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to"
+  }
+  return "must be an email address such as name@example.com"
+}
+
 export const Address = Schema.transform(
   oneLine(Schema.String),
-  Schema.String.pipe(Schema.filter(isAddress, {
-    message: (issue) =>
-      // "Ada <ada@example.com>", as a mail program writes it: the name has a field of its own.
-      typeof issue.actual === "string" && /<[^<>]+@[^<>]+>\s*$/.test(issue.actual)
-        ? "must be an email address such as name@example.com; with a name, send {\"name\": \"Ada\", \"address\": \"ada@example.com\"}"
-        : "must be an email address such as name@example.com"
-  })),
+  Schema.String.pipe(Schema.filter(isAddress, { message: (issue) => addressRefusal(String(issue.actual)) })),
   { strict: true, decode: withAsciiDomain, encode: (address) => address }
 ).annotations({ description: "An email address, local@domain (an internationalized domain in Unicode or punycode)" })
 

@@ -1790,6 +1790,7 @@ describe("refusals", () => {
       { attachments: 'must give each content_id to one attachment: "logo" is on two' }
     ],
     [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
+    [{ to: ["bøb@partner.test"], text: "x" }, { "to.0": "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to" }],
     [{ to: ["Ada <ada@partner.test>"], text: "x" }, {
       "to.0": 'must be an email address such as name@example.com; with a name, send {"name": "Ada", "address": "ada@example.com"}'
     }],
