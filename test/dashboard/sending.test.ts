@@ -481,6 +481,10 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     // Opened from All mail, the conversation's Back link returns there; the mailbox's own list is grouped below.
     await page.getByRole("link", { name: "Back to the inbox" }).click()
     await expect.poll(() => new URL(page.url()).hash).toBe("#/inbox")
+    // A sent email's row names whom it went to, as a Sent folder does (all of them on hover); a received one its sender.
+    const sentRow = page.getByRole("link", { name: /^To bob@partner\.test Re: Where is my parcel\?/ })
+    await expect(sentRow.locator(".from").getAttribute("title")).resolves.toBe("bob@partner.test")
+    await page.getByRole("link", { name: /^Unread Bob Buyer Where is my parcel\?/ }).waitFor()
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByLabel("Group by conversation").check()
     const conversations = page.getByRole("list", { name: "Conversations" })

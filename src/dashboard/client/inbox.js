@@ -24,15 +24,31 @@ const emailsCount = (n) => count(n, "email", "emails")
 /** @param {number} n */
 const conversationsCount = (n) => count(n, "conversation", "conversations")
 
+/**
+ * Who a list names for an email: its sender, or for sent mail whom it went to (the first recipient,
+ * and how many more), as mail programs show their Sent folder: the mailbox's own address on every
+ * sent row would tell nothing. All of them on hover.
+ * @param {any} email
+ */
+const counterpart = (email) => {
+  if (email.direction !== "outbound") return { name: email.from_name || email.from, title: email.from }
+  const to = [...email.to, ...email.cc]
+  if (to.length === 0) return { name: "To Bcc recipients", title: "Sent to Bcc recipients only" }
+  return { name: `To ${to[0]}${to.length > 1 ? ` +${to.length - 1}` : ""}`, title: to.join(", ") }
+}
+
 /** One email of a list, a link to read it. @param {{ item: any }} props */
-const EmailLink = ({ item: email }) => html`
+const EmailLink = ({ item: email }) => {
+  const who = counterpart(email)
+  return html`
   <a class="mail-link" href=${href("emails", email.email_id)}>
-    <span class="from" title=${email.from}>${email.labels.includes("unread") && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
+    <span class="from" title=${who.title}>${email.labels.includes("unread") && html`<span class="dot" aria-label="Unread"></span>`}${who.name}</span>
     <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
     <span class="snippet muted">${email.snippet}</span>
     <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
   </a>
 `
+}
 
 /**
  * What a list of mail holds, emails or conversations (threads), and the routes that act on a batch of
@@ -51,7 +67,7 @@ const KINDS = {
     every: "Choose every email on this page",
     idOf: (email) => email.email_id,
     unread: (email) => email.labels.includes("unread"),
-    choose: (email) => `Choose "${email.subject || "(no subject)"}" from ${email.from_name || email.from}`,
+    choose: (email) => `Choose "${email.subject || "(no subject)"}" ${email.direction === "outbound" ? counterpart(email).name.replace(/^To/, "to") : `from ${email.from_name || email.from}`}`,
     counted: emailsCount,
     batch: "/api/emails",
     field: "email_ids",
