@@ -16,7 +16,6 @@ import { html } from "htm/preact"
 import { useEffect, useMemo, useRef } from "preact/hooks"
 import { FRAME_SCRIPT } from "./frame-height.js"
 
-
 const REMOVED = "script, iframe, frame, frameset, object, embed, applet, form, base, meta, link[rel=import], noscript"
 const REMOTE = /^\s*(https?:)?\/\//i
 const PARKED = "data-mailroom-src"
@@ -25,33 +24,33 @@ const PARKED = "data-mailroom-src"
 const isScriptUrl = (value) => /^\s*(javascript|vbscript|data:text\/html)/i.test(value)
 
 /**
- * `html` with `inTag` (an attribute within a tag) replaced until nothing changes: one tag may hold
+ * `source` with `inTag` (an attribute within a tag) replaced until nothing changes: one tag may hold
  * several, and a replacement may uncover another.
- * @param {string} html @param {RegExp} inTag @param {string} replacement
+ * @param {string} source @param {RegExp} inTag @param {string} replacement
  */
-const rewriteTags = (html, inTag, replacement) => {
+const rewriteTags = (source, inTag, replacement) => {
   let before
   do {
-    before = html
-    html = html.replace(inTag, replacement)
-  } while (html !== before)
-  return html
+    before = source
+    source = source.replace(inTag, replacement)
+  } while (source !== before)
+  return source
 }
 
 /**
  * Event-handler attributes renamed before parsing: Chromium checks them against the dashboard's own
  * policy as soon as they are parsed, even in an inert document, and reports each as a console error.
- * @param {string} html
+ * @param {string} source
  */
-const disarmHandlers = (html) => rewriteTags(html, /(<[^<>]*?\s)(on[a-z]+\s*=)/gi, "$1data-mailroom-removed-$2")
+const disarmHandlers = (source) => rewriteTags(source, /(<[^<>]*?\s)(on[a-z]+\s*=)/gi, "$1data-mailroom-removed-$2")
 
 /**
  * The message's own images (`src="cid:…"`, RFC 2392) parked before parsing, as remote ones are after:
  * Chromium checks an image address against the dashboard's policy as soon as it is parsed, and a
  * `cid:` one would be refused there and in the frame (a console error each). Put back as data: URLs.
- * @param {string} html
+ * @param {string} source
  */
-const parkContentIds = (html) => rewriteTags(html, /(<[^<>]*?\s)(src|background)(\s*=\s*["']?\s*)cid:/gi, "$1data-mailroom-cid-$2$3")
+const parkContentIds = (source) => rewriteTags(source, /(<[^<>]*?\s)(src|background)(\s*=\s*["']?\s*)cid:/gi, "$1data-mailroom-cid-$2$3")
 
 /** The Content-ID a parked `cid:` address names (the id without its angle brackets, URL-encoded). @param {string} value */
 const contentIdOf = (value) => {
@@ -63,13 +62,13 @@ const contentIdOf = (value) => {
 }
 
 /**
- * @param {string} html the email's HTML
+ * @param {string} source the email's HTML
  * @param {boolean} allowImages
  * @param {Record<string, string>} [inline] the message's own images by Content-ID (no angle brackets), as data: URLs
  * @returns {{ srcdoc: string, blockedImages: number }}
  */
-export const mailDocument = (html, allowImages, inline = {}) => {
-  const doc = new DOMParser().parseFromString(parkContentIds(disarmHandlers(html)), "text/html")
+export const mailDocument = (source, allowImages, inline = {}) => {
+  const doc = new DOMParser().parseFromString(parkContentIds(disarmHandlers(source)), "text/html")
   for (const element of doc.querySelectorAll(REMOVED)) element.remove()
   let blockedImages = 0
   for (const element of doc.querySelectorAll("*")) {
