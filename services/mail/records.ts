@@ -64,6 +64,9 @@ export interface AttachmentRow {
 /** The From's name as `fromNameOf` reads it: the column, and for older mail (NULL) its stored From header. */
 export const fromNameColumns = "e.from_name, CASE WHEN e.from_name IS NULL THEN e.headers->'from' END AS from_header"
 
+/** The Cc as `ccOf` reads it: the column, and for older mail (NULL) its stored Cc header. */
+export const ccColumns = "e.cc_addresses, CASE WHEN e.cc_addresses IS NULL THEN e.headers->'cc' END AS cc_header"
+
 /** Columns of `EmailRow`, for `SELECT ${emailColumns} FROM emails e`. */
 export const emailColumnList = [
   "e.id",
@@ -76,10 +79,9 @@ export const emailColumnList = [
   "e.from_address",
   fromNameColumns,
   "e.to_addresses",
-  "e.cc_addresses",
+  ccColumns,
   "e.reply_to_addresses",
-  // Read only for an email stored before these columns existed (a CASE leaves the headers unread).
-  "CASE WHEN e.cc_addresses IS NULL THEN e.headers->'cc' END AS cc_header",
+  // Read only for an email stored before the column existed (a CASE leaves the headers unread).
   "CASE WHEN e.reply_to_addresses IS NULL THEN e.headers->'reply-to' END AS reply_to_header",
   "e.sent_at",
   "e.received_at",
@@ -125,6 +127,10 @@ const headerName = (value: HeaderValue | null): string =>
 export const fromNameOf = (row: Pick<EmailRow, "fromName" | "fromHeader">): string | null =>
   (row.fromName ?? headerName(row.fromHeader)) || null
 
+/** The Cc's addresses: the column, or for older mail its stored Cc header. */
+export const ccOf = (row: Pick<EmailRow, "ccAddresses" | "ccHeader">): Array<string> =>
+  row.ccAddresses !== null ? [...row.ccAddresses] : headerAddresses(row.ccHeader)
+
 export const toFields = (row: EmailRow): EmailFields => ({
   email_id: row.id,
   direction: row.direction,
@@ -133,7 +139,7 @@ export const toFields = (row: EmailRow): EmailFields => ({
   from: row.fromAddress,
   from_name: fromNameOf(row),
   to: [...row.toAddresses],
-  cc: row.ccAddresses !== null ? [...row.ccAddresses] : headerAddresses(row.ccHeader),
+  cc: ccOf(row),
   reply_to: row.replyToAddresses !== null ? [...row.replyToAddresses] : headerAddresses(row.replyToHeader),
   date: row.sentAt.toISOString(),
   mailbox_id: row.mailboxId,

@@ -47,6 +47,10 @@ export const SearchResult = Schema.Struct({
   from_name: Schema.NullOr(Schema.String).annotations({
     description: "The From's display name (\"Ann Smith\" of Ann Smith <ann@example.com>); null when it has none (Mailroom extension)"
   }),
+  to: Schema.Array(Schema.String).annotations({
+    description: "The To addresses, as the email's own `to` (Mailroom extension): for sent mail, whom it went to"
+  }),
+  cc: Schema.Array(Schema.String).annotations({ description: "The Cc addresses, as the email's own `cc` (Mailroom extension)" }),
   date: Schema.String,
   snippet: Schema.String.annotations({ description: "The first 200 characters of the body" }),
   labels: Schema.Array(Schema.String),

@@ -16,7 +16,7 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
-import { fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
+import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
 import type { Direction } from "../mail/schemas.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { reachesMailbox } from "../accounts/reach.ts"
@@ -45,6 +45,9 @@ type PageRow = {
   readonly fromAddress: string
   readonly fromName: string | null
   readonly fromHeader: HeaderValue | null
+  readonly toAddresses: ReadonlyArray<string>
+  readonly ccAddresses: ReadonlyArray<string> | null
+  readonly ccHeader: HeaderValue | null
   readonly sentAt: Date
   readonly snippet: string
   readonly labels: ReadonlyArray<string>
@@ -167,9 +170,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
               ${amongMailboxes(sql, "m.id", mailboxIds)}
           )
           SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.from_name, p.from_header,
-                 p.sent_at, p.snippet, p.labels, p.mailbox_id, p.thread_id, p.direction
+                 p.to_addresses, p.cc_addresses, p.cc_header, p.sent_at, p.snippet, p.labels, p.mailbox_id, p.thread_id, p.direction
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT e.id, e.subject, e.from_address, ${sql.literal(fromNameColumns)}, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels,
+            SELECT e.id, e.subject, e.from_address, ${sql.literal(fromNameColumns)}, e.to_addresses, ${sql.literal(ccColumns)}, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels,
                    e.mailbox_id, e.thread_id, e.direction, v.n
             FROM visible v JOIN emails e ON e.id = v.id
             WHERE v.n > ${offset} AND v.n <= ${offset + limit}
@@ -183,6 +186,8 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             subject: row.subject,
             from: row.fromAddress,
             from_name: fromNameOf(row),
+            to: [...row.toAddresses],
+            cc: ccOf(row),
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
             labels: [...row.labels],

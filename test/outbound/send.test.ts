@@ -450,7 +450,7 @@ describe("sending to another domain", () => {
     const refused = await send(mailroom, box, { to: ["jürgen@bücher.test"], subject: "x", text: "x" })
     expect(refused.response.status).toBe(400)
     expect(refused.error).toMatchObject({
-      error: { code: "VALIDATION_ERROR", details: { "to.0": "must be an email address such as name@example.com" } }
+      error: { code: "VALIDATION_ERROR", details: { "to.0": "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to" } }
     })
   })
 
@@ -1190,7 +1190,8 @@ describe("sending within this Mailroom", () => {
       return data && data.data.length > 0 ? data.data : undefined
       // Few probes: searches are limited to 10 a minute on the free plan.
     }, 30_000, 500, 4_000)
-    expect(found.map((r) => r.email_id)).toEqual([sent.data!.data.email_id])
+    // With whom it went to, as the email's own `to`, so that a sent result says it without reading the email.
+    expect(found.map((r) => [r.email_id, r.direction, r.to, r.cc])).toEqual([[sent.data!.data.email_id, "outbound", [other.box.address], []]])
   })
 })
 
@@ -1790,7 +1791,6 @@ describe("refusals", () => {
       { attachments: 'must give each content_id to one attachment: "logo" is on two' }
     ],
     [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
-    [{ to: ["bøb@partner.test"], text: "x" }, { "to.0": "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to" }],
     [{ to: ["Ada <ada@partner.test>"], text: "x" }, {
       "to.0": 'must be an email address such as name@example.com; with a name, send {"name": "Ada", "address": "ada@example.com"}'
     }],

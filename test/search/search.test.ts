@@ -129,6 +129,9 @@ describe("POST /v1/search", () => {
       from: "invoice@example.com",
       // The From's name, as the email itself answers it (a Mailroom extension).
       from_name: "Ann Smith",
+      // Its To addresses, as the email answers them (a Mailroom extension): for sent mail, whom it went to.
+      to: [box.address],
+      cc: [],
       date: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       // The body as sent, without the white space around it: the first 200 characters of it.
       snippet: invoice.text,

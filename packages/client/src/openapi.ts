@@ -5570,6 +5570,8 @@ export interface components {
             success: false;
         };
         SearchResult: {
+            /** @description The Cc addresses, as the email's own `cc` (Mailroom extension) */
+            cc: string[];
             date: string;
             /**
              * @description Received or sent (Mailroom extension)
@@ -5590,6 +5592,8 @@ export interface components {
             subject: string;
             /** @description Its conversation (Mailroom extension) */
             thread_id: string;
+            /** @description The To addresses, as the email's own `to` (Mailroom extension): for sent mail, whom it went to */
+            to: string[];
         };
         SendAccepted: {
             email_id: string;

@@ -5,7 +5,7 @@ import { call, findMailbox, isNotFound, query } from "./api.js"
 import { coalesced, onMail } from "./live.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
-import { ConfirmDelete, count, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
+import { ConfirmDelete, count, counterpart, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
 
 const PAGE = 20
 const SORTS = [
@@ -23,19 +23,6 @@ const THREAD_SORTS = [
 const emailsCount = (n) => count(n, "email", "emails")
 /** @param {number} n */
 const conversationsCount = (n) => count(n, "conversation", "conversations")
-
-/**
- * Who a list names for an email: its sender, or for sent mail whom it went to (the first recipient,
- * and how many more), as mail programs show their Sent folder: the mailbox's own address on every
- * sent row would tell nothing. All of them on hover.
- * @param {any} email
- */
-const counterpart = (email) => {
-  if (email.direction !== "outbound") return { name: email.from_name || email.from, title: email.from }
-  const to = [...email.to, ...email.cc]
-  if (to.length === 0) return { name: "To Bcc recipients", title: "Sent to Bcc recipients only" }
-  return { name: `To ${to[0]}${to.length > 1 ? ` +${to.length - 1}` : ""}`, title: to.join(", ") }
-}
 
 /** One email of a list, a link to read it. @param {{ item: any }} props */
 const EmailLink = ({ item: email }) => {

@@ -3,7 +3,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { href, keepPageParams, pageParams } from "./router.js"
-import { Field, LoadFailed, useAction, when } from "./ui.js"
+import { counterpart, Field, LoadFailed, useAction, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
@@ -39,15 +39,18 @@ export const SearchPage = () => {
     ${error && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
     ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found.</p>` : html`
       <ol class="list" aria-label="Results">
-        ${results.map((result) => html`
+        ${results.map((result) => {
+          const who = counterpart(result)
+          return html`
           <li key=${result.email_id} class="item wrap">
             <div class="grow">
               <a href=${href("emails", result.email_id)}><strong>${result.subject || "(no subject)"}</strong></a>
-              <div class="muted small"><span title=${result.from}>${result.from_name || result.from}</span> · ${when(result.date)}</div>
+              <div class="muted small"><span title=${who.title}>${who.name}</span> · ${when(result.date)}</div>
               <div class="small">${result.snippet}</div>
             </div>
             <span class="tag" title=${strength(result.score)}>score ${result.score.toFixed(2)}</span>
-          </li>`)}
+          </li>`
+        })}
       </ol>`)}
   `
 }

@@ -180,6 +180,19 @@ export const clientName = (agent) => {
   return system ? `${browser} on ${system}` : browser
 }
 
+/**
+ * Who a list names for an email (the inbox's, search results): its sender, or for sent mail whom it went to (the first recipient,
+ * and how many more), as mail programs show their Sent folder: the mailbox's own address on every
+ * sent row would tell nothing. All of them on hover.
+ * @param {any} email
+ */
+export const counterpart = (email) => {
+  if (email.direction !== "outbound") return { name: email.from_name || email.from, title: email.from }
+  const to = [...email.to, ...email.cc]
+  if (to.length === 0) return { name: "To Bcc recipients", title: "Sent to Bcc recipients only" }
+  return { name: `To ${to[0]}${to.length > 1 ? ` +${to.length - 1}` : ""}`, title: to.join(", ") }
+}
+
 /** @param {string} iso */
 export const when = (iso) => {
   const date = new Date(iso)
