@@ -286,8 +286,12 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await sleep(500)
     expect(tracker.hits).toEqual([])
     // The reader allows images: now, and only now, the stranger's server hears of it; scripts still never run.
+    const beforeImages = await frameHeight()
     await page.getByRole("button", { name: "Show images" }).click()
     await frame.getByRole("img", { name: "tracking pixel" }).waitFor()
+    // Shown again with its images, the email starts at the height it had (taller since the narrow screen):
+    // the page does not jump up under the reader and back.
+    expect(await frameHeight()).toBeGreaterThanOrEqual(beforeImages)
     for (let i = 0; i < 50 && tracker.hits.length === 0; i++) await sleep(100)
     expect(tracker.hits).toEqual(["/pixel.gif"])
   })

@@ -13,7 +13,7 @@
  * its hash) refuse any other.
  */
 import { html } from "htm/preact"
-import { useEffect, useMemo, useRef } from "preact/hooks"
+import { useEffect, useLayoutEffect, useMemo, useRef } from "preact/hooks"
 import { FRAME_SCRIPT } from "./frame-height.js"
 
 const REMOVED = "script, iframe, frame, frameset, object, embed, applet, form, base, meta, link[rel=import], noscript"
@@ -117,13 +117,19 @@ const MAX_HEIGHT = 30_000
 /**
  * A mail document (mailDocument's `srcdoc`) in its sandboxed frame, grown to the email's height as the
  * frame reports it (frame-height.js), so that the email reads with the page. It grows, never shrinks
- * (a wider window leaves some room below rather than the page jumping), up to MAX_HEIGHT. Content
+ * (a wider window, or the email shown again with its images, leaves some room below rather than the
+ * page jumping), up to MAX_HEIGHT. Content
  * sized by the frame's own height (`100vh`) would grow it forever: such an email overflows the frame
  * by as much after a step as before it, and the frame stops there (the rest scrolls within it).
  * @param {{ title: string, srcdoc: string }} props
  */
 export const MailFrame = ({ title, srcdoc }) => {
   const frame = useRef(/** @type {HTMLIFrameElement | null} */ (null))
+  /** The height the frame last grew to: a new document of the same email (its images shown) starts there, the page where it was. */
+  const grown = useRef(0)
+  useLayoutEffect(() => {
+    if (frame.current !== null && grown.current > 0) frame.current.style.height = `${grown.current}px`
+  }, [srcdoc])
   useEffect(() => {
     /** The last report's overflow, and the frame's height it was measured in. */
     let last = { viewport: 0, overflow: 0 }
@@ -138,7 +144,10 @@ export const MailFrame = ({ title, srcdoc }) => {
       const overflow = Math.max(0, Math.min(Math.ceil(height), MAX_HEIGHT) - viewport)
       following = overflow > 0 && last.viewport < viewport && Math.abs(overflow - last.overflow) <= 1
       last = { viewport, overflow }
-      if (overflow > 0 && !following) element.style.height = `${element.offsetHeight + overflow}px`
+      if (overflow > 0 && !following) {
+        grown.current = element.offsetHeight + overflow
+        element.style.height = `${grown.current}px`
+      }
     }
     addEventListener("message", onMessage)
     return () => removeEventListener("message", onMessage)
