@@ -485,6 +485,19 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const sentRow = page.getByRole("link", { name: /^To bob@partner\.test Re: Where is my parcel\?/ })
     await expect(sentRow.locator(".from").getAttribute("title")).resolves.toBe("bob@partner.test")
     await page.getByRole("link", { name: /^Unread Bob Buyer Where is my parcel\?/ }).waitFor()
+    // Show: Sent lists sent mail alone, Received the rest (the API's direction filter), kept in the page's address.
+    const rows = () => page.getByRole("list", { name: "Emails" }).getByRole("link").allTextContents()
+    const allRows = async (sent: boolean) => {
+      const names = await rows()
+      return names.length > 0 && names.every((name) => name.startsWith("To ") === sent)
+    }
+    await page.getByLabel("Show").selectOption("Sent")
+    await expect.poll(() => new URL(page.url()).hash).toBe("#/inbox?show=sent")
+    await expect.poll(() => allRows(true)).toBe(true)
+    await page.getByLabel("Show").selectOption("Received")
+    await expect.poll(() => allRows(false)).toBe(true)
+    await page.getByLabel("Show").selectOption("All mail")
+    await expect.poll(() => new URL(page.url()).hash).toBe("#/inbox")
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByLabel("Group by conversation").check()
     const conversations = page.getByRole("list", { name: "Conversations" })

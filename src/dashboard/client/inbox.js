@@ -19,6 +19,32 @@ const THREAD_SORTS = [
   ["last_received_at:asc", "Oldest first"]
 ]
 
+/**
+ * Which mail a list shows (`?show=sent`), as the API's list filters: every email, or unread, received or sent
+ * mail only; conversations by their unread mail only. Each with what an empty list says.
+ * @type {ReadonlyArray<{ value: string, label: string, filter: Record<string, string>, empty: string }>}
+ */
+const SHOWS = [
+  { value: "", label: "All mail", filter: {}, empty: "No mail yet. It appears here as soon as it arrives." },
+  { value: "unread", label: "Unread", filter: { unread: "true" }, empty: "No unread mail." },
+  { value: "received", label: "Received", filter: { direction: "inbound" }, empty: "No received mail." },
+  { value: "sent", label: "Sent", filter: { direction: "outbound" }, empty: "No sent mail." }
+]
+const THREAD_SHOWS = SHOWS.slice(0, 2)
+
+/** What the list shows: `value` among `shows`, or all mail. @param {typeof SHOWS} shows @param {string | null} value */
+const showOf = (shows, value) => shows.find((show) => show.value === value) ?? shows[0]
+
+/**
+ * The list's Show choice.
+ * @param {{ shows: typeof SHOWS, value: string, onChange: (value: string) => void }} props
+ */
+const ShowSelect = ({ shows, value, onChange }) => html`
+  <label for="show">Show</label>
+  <select id="show" value=${value} onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.value)}>
+    ${shows.map((show) => html`<option value=${show.value}>${show.label}</option>`)}
+  </select>`
+
 /** @param {number} n */
 const emailsCount = (n) => count(n, "email", "emails")
 /** @param {number} n */
@@ -200,15 +226,20 @@ const offsetIn = (params) => {
 const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefined)
 
 /**
- * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&page=2`): grouped
- * or not, its sort (one the view offers) and its page.
+ * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&show=unread&page=2`):
+ * grouped or not, its sort and what it shows (ones the view offers) and its page.
  */
 const listSettings = () => {
   const params = pageParams()
   const grouped = params.get("view") === "conversations"
   const sorts = (grouped ? THREAD_SORTS : SORTS).map(([value]) => value)
   const sort = params.get("sort")
-  return { grouped, sort: sort !== null && sorts.includes(sort) ? sort : sorts[0], offset: offsetIn(params) }
+  return {
+    grouped,
+    sort: sort !== null && sorts.includes(sort) ? sort : sorts[0],
+    show: showOf(grouped ? THREAD_SHOWS : SHOWS, params.get("show")).value,
+    offset: offsetIn(params)
+  }
 }
 
 /** Past this share of bounced deliveries, receivers start to distrust a sender (the line says so). */
@@ -262,18 +293,23 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [settings] = useState(listSettings)
   const [grouped, setGrouped] = useState(settings.grouped)
   const [sort, setSort] = useState(settings.sort)
+  const [showing, setShowing] = useState(settings.show)
+  const shows = grouped ? THREAD_SHOWS : SHOWS
+  const show = showOf(shows, showing)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } =
-    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort }, settings.offset)
+    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort, ...show.filter }, settings.offset)
   useEffect(() => {
     const firstSort = (grouped ? THREAD_SORTS : SORTS)[0][0]
-    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, page: pageOf(offset) })
-  }, [grouped, sort, offset])
-  // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation counterpart).
+    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, show: show.value, page: pageOf(offset) })
+  }, [grouped, sort, show, offset])
+  // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
+  // counterpart); and what it shows, when conversations can show it (unread), else all of them.
   const group = (/** @type {boolean} */ on) => {
     setGrouped(on)
     const oldestFirst = sort === "received_at:asc" || sort === "last_received_at:asc"
     setSort(on ? (oldestFirst ? "last_received_at:asc" : "last_received_at:desc") : (oldestFirst ? "received_at:asc" : "received_at:desc"))
+    setShowing(showOf(on ? THREAD_SHOWS : SHOWS, showing).value)
     setOffset(0)
   }
   const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]
@@ -312,6 +348,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         <select id="sort" value=${sort} onChange=${(/** @type {any} */ e) => (setSort(e.currentTarget.value), setOffset(0))}>
           ${(grouped ? THREAD_SORTS : SORTS).map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
+        <${ShowSelect} shows=${shows} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
         ${items && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
@@ -319,7 +356,7 @@ export const MailboxInbox = ({ mailboxId }) => {
       ${items === null
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
-        ? html`<p class="muted">No mail yet. It appears here as soon as it arrives.</p>`
+        ? html`<p class="muted">${show.empty}</p>`
         : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
       ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
@@ -329,15 +366,20 @@ export const MailboxInbox = ({ mailboxId }) => {
 export const AllInbox = () => {
   // Every mailbox's mail in one list: one request, however many mailboxes.
   const [firstOffset] = useState(() => offsetIn(pageParams()))
-  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", {}, firstOffset)
-  useEffect(() => keepPageParams({ page: pageOf(offset) }), [offset])
+  const [showing, setShowing] = useState(() => showOf(SHOWS, pageParams().get("show")).value)
+  const show = showOf(SHOWS, showing)
+  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", show.filter, firstOffset)
+  useEffect(() => keepPageParams({ show: show.value, page: pageOf(offset) }), [show, offset])
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>
     <${StatsLine} />
+    <div class="toolbar">
+      <${ShowSelect} shows=${SHOWS} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
+    </div>
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
-      ? html`<p class="muted">No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.</p>`
+      ? html`<p class="muted">${show.value === "" ? html`No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.` : show.empty}</p>`
       : html`<${MailList} kind=${KINDS.emails} items=${emails} onChanged=${retry} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
   `
 }
