@@ -6,7 +6,7 @@
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import type { Browser, Page } from "playwright-core"
+import type { Browser, Page, Request } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, tellOnFailure, type WatchedPage } from "../support/browser.ts"
 import { signUp, withApiKey } from "../support/accounts.ts"
@@ -322,10 +322,16 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(settled).toBeLessThan(400)
   })
 
-  it("marks the opened email read", async () => {
+  it("marks the opened email read, and unread again on asking", async () => {
     await page.getByRole("link", { name: "Back to the inbox" }).click()
     await page.getByRole("link", { name: /Quarterly numbers/ }).waitFor()
     await expect(page.getByLabel("Unread").count()).resolves.toBe(0)
+    // Unread again from its page, which returns to the list it was opened from.
+    const list = new URL(page.url()).hash
+    await page.getByRole("link", { name: /Quarterly numbers/ }).click()
+    await page.getByRole("button", { name: "Mark unread" }).click()
+    await page.getByRole("link", { name: /^Unread Nora Numbers Quarterly numbers/ }).waitFor()
+    expect(new URL(page.url()).hash).toBe(list)
     await page.getByRole("link", { name: "Inbox", exact: true }).click()
     await page.getByRole("link", { name: /Quarterly numbers/ }).waitFor()
   })
@@ -337,6 +343,11 @@ describe.skipIf(!runnable)("the dashboard", () => {
       const { data } = await withKey(server.url, { apiKey }).POST("/v1/search", { body: { query: "quarterly numbers", mode: "hybrid" } })
       return data?.data.some((result) => result.subject === "Quarterly numbers") ? true : undefined
     }, 60_000, 250, 2000)
+    const searches: Array<{ readonly min_score?: number }> = []
+    const listen = (request: Request) => {
+      if (request.method() === "POST" && new URL(request.url()).pathname === "/api/search") searches.push(request.postDataJSON())
+    }
+    page.on("request", listen)
     await page.getByRole("link", { name: "Search" }).click()
     await page.getByLabel(/Search your mail/).fill("quarterly numbers")
     const hit = page.getByRole("list", { name: "Results" }).getByRole("link", { name: "Quarterly numbers" })
@@ -356,6 +367,15 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.goBack({ timeout: 10_000 })
     await hit.waitFor()
     expect(await page.getByLabel(/Search your mail/).inputValue()).toBe("quarterly numbers")
+    // Weak matches (below 0.30, SPEC's bands) are left out unless asked for; the count says how many there are.
+    const scores = (await page.getByText(/^score \d\.\d\d$/).allTextContents()).map((text) => Number(text.slice("score ".length)))
+    expect(Math.min(...scores)).toBeGreaterThanOrEqual(0.3)
+    await page.getByRole("status").getByText(/^\d+ results?$/).waitFor()
+    expect(searches[0]?.min_score).toBe(0.3)
+    await page.getByLabel(/Weak matches too/).check()
+    await expect.poll(() => new URL(page.url()).hash).toBe("#/search?q=quarterly+numbers&weak=1")
+    await expect.poll(() => searches.length > 0 && !("min_score" in searches[searches.length - 1]!)).toBe(true)
+    page.off("request", listen)
   })
 
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {

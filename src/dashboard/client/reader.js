@@ -8,7 +8,7 @@ import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
 import { MailFrame, mailDocument } from "./mail-frame.js"
 import { backToList, go, href } from "./router.js"
-import { ConfirmDelete, ErrorNote, size, when } from "./ui.js"
+import { ConfirmDelete, ErrorNote, size, useAction, when } from "./ui.js"
 
 /** Labels that state what an email is: Mailroom sets them, nobody changes them. */
 const FACT_LABELS = ["inbound", "sent"]
@@ -304,6 +304,7 @@ export const ReaderPage = ({ emailId }) => {
   const [allowImages, setAllowImages] = useState(false)
   const [replying, setReplying] = useState(/** @type {"reply" | "all" | null} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
+  const marking = useAction({ once: true })
   const base = `/api/emails/${encodeURIComponent(emailId)}`
 
   useEffect(() => {
@@ -341,6 +342,11 @@ export const ReaderPage = ({ emailId }) => {
   if (!email) return html`<p class="muted">Loading…</p>`
   const to = email.to.join(", ")
   const back = backToList(email.mailbox_id)
+  // Unread again, for later: back to the list it came from, as mail programs do (staying would read it again).
+  const markUnread = () => marking.run(async () => {
+    await call("PATCH", base, { add_labels: ["unread"] })
+    location.hash = back.href
+  })
   return html`
     <p><a href=${back.href}>${back.label}</a></p>
     <article class="card reader">
@@ -356,10 +362,12 @@ export const ReaderPage = ({ emailId }) => {
       <div class="actions">
         <button type="button" onClick=${() => setReplying("reply")}>Reply</button>
         <button type="button" class="secondary" onClick=${() => setReplying("all")}>Reply all</button>
+        ${email.direction === "inbound" && html`<button type="button" class="secondary" disabled=${marking.busy} onClick=${markUnread}>Mark unread</button>`}
         <a class="button secondary" href=${base + "/raw"} download>Download raw (.eml)</a>
         <${ConfirmDelete} what="email" warning="The email, its attachments and its search data go for good."
           onConfirm=${async () => (await call("DELETE", base), go("mailboxes", email.mailbox_id))} />
       </div>
+      ${marking.error && html`<${ErrorNote} error=${marking.error} />`}
       ${email.direction === "inbound" && html`<${Unsubscribe} key=${email.email_id} email=${email} />`}
       ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
       ${email.delivery && email.delivery.length > 0 && html`

@@ -1,43 +1,103 @@
-/** Search: the hybrid (words and meaning) results, best first, each with its score. */
+/**
+ * Search: the hybrid (words and meaning) results, best first, each with its score, a page at a time; in
+ * every mailbox or one, weak matches left out unless asked for.
+ */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call } from "./api.js"
+import { allMailboxes, call } from "./api.js"
 import { href, keepPageParams, pageParams } from "./router.js"
-import { counterpart, Field, LoadFailed, useAction, when } from "./ui.js"
+import { count, counterpart, Field, LoadFailed, useAction, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
   score >= 0.9 ? "highly relevant" : score >= 0.7 ? "very relevant" : score >= 0.5 ? "relevant" : score >= 0.3 ? "somewhat relevant" : "weak"
 
+/** Below this score a result is a weak match (SPEC's bands): left out unless asked for. */
+const WEAK = 0.3
+const PAGE = 20
+
+/**
+ * @typedef {{ query: string, mailboxId: string, weak: boolean }} Asked
+ * @typedef {Asked & { results: any[], total: number }} Found
+ */
+
 export const SearchPage = () => {
-  // The query searched last is kept in the page's URL: back from a result, it is searched again.
+  // The search last made is kept in the page's URL (`?q=…&mailbox=…&weak=1`): back from a result, it is made again.
   const [text, setText] = useState(() => pageParams().get("q") ?? "")
-  const [results, setResults] = useState(/** @type {any[] | null} */ (null))
+  const [mailboxId, setMailboxId] = useState(() => pageParams().get("mailbox") ?? "")
+  const [weak, setWeak] = useState(() => pageParams().get("weak") === "1")
+  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const [found, setFound] = useState(/** @type {Found | null} */ (null))
   const { busy, error, run } = useAction()
+  const more = useAction({ once: true })
+
+  useEffect(() => {
+    allMailboxes().then(setMailboxes, () => {})
+  }, [])
+
+  /** A page of `asked`'s results from `offset`. @param {Asked} asked @param {number} offset */
+  const ask = (asked, offset) =>
+    call("POST", "/api/search", {
+      query: asked.query,
+      limit: PAGE,
+      offset,
+      ...(asked.mailboxId === "" ? {} : { mailbox_id: asked.mailboxId }),
+      ...(asked.weak ? {} : { min_score: WEAK })
+    })
 
   // A failed search leaves no results listed: those shown would be the previous query's.
-  const search = (query = text) =>
-    run(async () => {
-      keepPageParams({ q: query })
+  /** @param {Partial<Asked>} [changed] */
+  const search = (changed = {}) => {
+    const asked = { query: text, mailboxId, weak, ...changed }
+    return run(async () => {
+      keepPageParams({ q: asked.query, mailbox: asked.mailboxId, weak: asked.weak ? 1 : undefined })
       try {
-        setResults((await call("POST", "/api/search", { query, limit: 20 })).data)
+        const answer = await ask(asked, 0)
+        setFound({ ...asked, results: answer.data, total: answer.meta.total })
       } catch (failure) {
-        setResults(null)
+        setFound(null)
         throw failure
       }
     })
+  }
+  // The next page of the search shown (not of the field's text, which may have changed since).
+  const showMore = () =>
+    more.run(async () => {
+      if (found === null) return
+      const answer = await ask(found, found.results.length)
+      const shown = new Set(found.results.map((result) => result.email_id))
+      setFound({ ...found, results: [...found.results, ...answer.data.filter((/** @type {any} */ result) => !shown.has(result.email_id))], total: answer.meta.total })
+    })
   useEffect(() => {
-    if (text.trim() !== "") search(text)
+    if (text.trim() !== "") search()
   }, [])
+  /** A choice of what to search: searched again at once when there is a query. @param {Partial<Asked>} changed */
+  const choose = (changed) => {
+    if (changed.mailboxId !== undefined) setMailboxId(changed.mailboxId)
+    if (changed.weak !== undefined) setWeak(changed.weak)
+    if (text.trim() !== "") search(changed)
+  }
 
+  const results = found?.results ?? null
   return html`
     <h1>Search</h1>
     <form class="card row-form" role="search" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), search())}>
       <${Field} id="query" label="Search your mail by words or meaning" type="search" value=${text} onInput=${setText} required />
       <button type="submit" disabled=${busy}>Search</button>
     </form>
+    <div class="toolbar">
+      ${mailboxes.length > 1 && html`
+        <label for="search-mailbox">In</label>
+        <select id="search-mailbox" value=${mailboxId} onChange=${(/** @type {any} */ e) => choose({ mailboxId: e.currentTarget.value })}>
+          <option value="">All mailboxes</option>
+          ${mailboxes.map((mailbox) => html`<option value=${mailbox.mailbox_id}>${mailbox.email_address}</option>`)}
+        </select>`}
+      <label class="check"><input type="checkbox" checked=${weak} onChange=${(/** @type {any} */ e) => choose({ weak: e.currentTarget.checked })} />
+        Weak matches too (scores below ${WEAK.toFixed(2)})</label>
+      ${found && found.total > 0 && html`<span class="muted small" role="status">${count(found.total, "result", "results")}</span>`}
+    </div>
     ${error && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
-    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found.</p>` : html`
+    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
       <ol class="list" aria-label="Results">
         ${results.map((result) => {
           const who = counterpart(result)
@@ -51,6 +111,9 @@ export const SearchPage = () => {
             <span class="tag" title=${strength(result.score)}>score ${result.score.toFixed(2)}</span>
           </li>`
         })}
-      </ol>`)}
+      </ol>
+      ${results.length < (found?.total ?? 0) && html`
+        <div class="actions"><button type="button" class="secondary" disabled=${more.busy} onClick=${showMore}>More results</button></div>`}
+      ${more.error && html`<${LoadFailed} error=${more.error} onRetry=${showMore} />`}`)}
   `
 }
