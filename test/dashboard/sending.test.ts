@@ -1269,6 +1269,21 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(await reaches()).toBe(200)
   })
 
+  it("searches one mailbox among many: chosen by its address, kept in the page's address", async () => {
+    await page.getByRole("link", { name: "Search" }).click()
+    await page.getByLabel(/Search your mail/).fill("where is my parcel")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    const parcel = page.getByRole("list", { name: "Results" }).getByRole("link", { name: /Where is my parcel\?/ }).first()
+    await parcel.waitFor()
+    // Another mailbox of the account holds none of that mail.
+    const another = (await mailboxesOf()).find((m) => m.mailbox_id !== mailboxId)!
+    await page.getByLabel("In", { exact: true }).selectOption({ label: another.email_address })
+    await page.getByText("Nothing found (weak matches left out).").waitFor()
+    expect(new URL(page.url()).hash).toBe(`#/search?q=where+is+my+parcel&mailbox=${another.mailbox_id}`)
+    await page.getByLabel("In", { exact: true }).selectOption({ label: address })
+    await parcel.waitFor()
+  })
+
   it("says a mailbox that is not the account's is not found, and nothing else", async () => {
     for (const path of ["", "/drafts", "/compose"]) {
       await page.goto(`/#/mailboxes/mbx_doesnotexist${path}`)
