@@ -20,12 +20,16 @@ import {
   toEmail,
   toSummary
 } from "./records.ts"
+import { escapeLike } from "../like.ts"
 import { UNREAD } from "./label-rules.ts"
+import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
-/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction. */
+/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction, sender. */
 export interface EmailFilter {
   readonly direction?: Direction | undefined
+  /** Only mail from this sender: an address (and its subaddresses), a domain, or `*.` a domain's subdomains. */
+  readonly from?: Entry | undefined
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
@@ -128,12 +132,23 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const places = sql`(SELECT id, user_id, mailbox_id, received_at FROM emails
       UNION ALL SELECT id, user_id, mailbox_id, received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
 
+    /** `AND` the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts). */
+    const fromIs = ({ entry, type }: Entry) => {
+      const from = sql`lower(e.from_address)`
+      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(entry)}`}`
+      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(entry.slice("*.".length))}`}`
+      const at = entry.lastIndexOf("@")
+      const subaddresses = `${escapeLike(entry.slice(0, at))}+%@${escapeLike(entry.slice(at + 1))}`
+      return sql`AND (${from} = ${entry} OR ${from} LIKE ${subaddresses})`
+    }
+
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
       sql.join(" ", false)([
         filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
+        filter.from === undefined ? sql`` : fromIs(filter.from),
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``

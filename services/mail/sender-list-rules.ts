@@ -96,6 +96,24 @@ export const parseEntry = (raw: string): Entry | string => {
   return { entry: domain, type: "domain" }
 }
 
+/**
+ * A sender named as the lists name one (ENTRY_FORMS), decoded to its entry: what a list of mail's
+ * `from` keeps (ada@example.com, and her subaddresses; example.com; *.example.com). Refused in
+ * parseEntry's words.
+ */
+export const SenderPattern = Schema.String.pipe(
+  Schema.filter((raw) => {
+    const parsed = parseEntry(raw)
+    return typeof parsed === "string" ? parsed : true
+  }),
+  Schema.transform(Schema.Struct({ entry: Schema.String, type: EntryType }), {
+    strict: true,
+    // The filter above has let only what parses through.
+    decode: (raw) => parseEntry(raw) as Entry,
+    encode: ({ entry }) => entry
+  })
+)
+
 /** The type of a stored (normalised) entry. */
 export const entryType = (entry: string): EntryType =>
   entry.includes("@") ? "address" : entry.startsWith("*.") ? "subdomains" : "domain"

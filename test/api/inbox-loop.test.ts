@@ -41,7 +41,7 @@ describe("labels and read state over HTTP", () => {
   let first: string
   let second: string
 
-  const list = (query: { labels?: string; exclude_labels?: string; unread?: string }) =>
+  const list = (query: { labels?: string; exclude_labels?: string; unread?: string; from?: string }) =>
     mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: query as never }
     })
@@ -189,6 +189,18 @@ describe("labels and read state over HTTP", () => {
     const badFilter = await list({ unread: "maybe" })
     expect(badFilter.response.status).toBe(400)
     expect(JSON.stringify((badFilter.error as { error?: unknown })?.error)).toContain("unread")
+
+    // from names a sender as the sender lists do (its cases: test/domain/emails.test.ts); what names none is refused by its field.
+    expect((await list({ from: "SENDER@example.com" })).data?.data.length).toBeGreaterThanOrEqual(2)
+    expect((await list({ from: "example.net" })).data?.meta.total).toBe(0)
+    const badSender = await list({ from: "ada@" })
+    expect(badSender.response.status).toBe(400)
+    expect(badSender.error).toMatchObject({
+      error: {
+        code: "VALIDATION_ERROR",
+        details: { from: "has no valid domain after the @; write an address (ada@example.com), a domain (example.com) or *.domain (*.example.com)" }
+      }
+    })
 
     const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
     const foreign = await stranger.PATCH("/v1/api/emails/{emailId}", {

@@ -10,6 +10,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { Emails } from "../../services/mail/emails.ts"
+import { type Entry, parseEntry } from "../../services/mail/sender-list-rules.ts"
 import { testDatabase } from "../support/database.ts"
 import { DOMAIN, insertEmail, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
@@ -84,6 +85,26 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(yield* subjects(firstPage, { field: "subject", direction: "asc" })).toEqual([["alpha", "bravo", "charlie"], 3])
       expect(yield* subjects({ limit: 2, offset: 1 }, newest)).toEqual([["charlie", "alpha"], 3])
       expect(yield* subjects({ limit: 2, offset: 5 }, newest)).toEqual([[], 3])
+    }))
+
+  it.effect("from: a sender as the sender lists name one (address and its subaddresses, domain, *.subdomains), case-insensitive", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const senders = ["Ada@Example.com", "ada+news@example.com", "adam@example.com", "bob@example.com", "ada@mail.example.com", "a_b@example.org", "axb@example.org"]
+      for (const [i, from] of senders.entries()) yield* insertEmail(mailbox, { subject: from, receivedMinutesAgo: 60 - i, from })
+      const fromOf = (raw: string) =>
+        Effect.map(
+          emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, { field: "received_at", direction: "asc" }, { from: parseEntry(raw) as Entry }),
+          (listed) => listed.emails.map((email) => email.subject)
+        )
+      expect(yield* fromOf("ada@example.com")).toEqual(["Ada@Example.com", "ada+news@example.com"])
+      expect(yield* fromOf("ADA+NEWS@example.com")).toEqual(["ada+news@example.com"])
+      expect(yield* fromOf("example.com")).toEqual(["Ada@Example.com", "ada+news@example.com", "adam@example.com", "bob@example.com"])
+      expect(yield* fromOf("*.example.com")).toEqual(["ada@mail.example.com"])
+      // LIKE's wildcards in an address are letters: a_b is not axb.
+      expect(yield* fromOf("a_b@example.org")).toEqual(["a_b@example.org"])
+      expect((yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest, { from: parseEntry("example.net") as Entry })).total).toBe(0)
     }))
 
   it.effect("another user's mailbox, a deleted mailbox and an unknown one are 404 to list", () =>

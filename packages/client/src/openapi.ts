@@ -11133,6 +11133,8 @@ export interface operations {
                 direction?: "inbound" | "outbound";
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
+                /** @description Only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -17446,6 +17448,8 @@ export interface operations {
                 direction?: "inbound" | "outbound";
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
+                /** @description Only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -25502,6 +25506,8 @@ export interface operations {
                 direction?: "inbound" | "outbound";
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
+                /** @description Only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -31688,6 +31694,8 @@ export interface operations {
                 direction?: "inbound" | "outbound";
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
+                /** @description Only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */

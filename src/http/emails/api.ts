@@ -16,6 +16,7 @@ import {
   threadSortFields,
   ThreadSummary
 } from "../../../services/mail/schemas.ts"
+import { SenderPattern } from "../../../services/mail/sender-list-rules.ts"
 import { AttachmentUnreadable, Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
@@ -39,6 +40,10 @@ const emailFilterFields = {
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
   direction: Schema.optional(Direction.annotations({ message: () => "must be inbound or outbound" }))
     .annotations({ description: "inbound: received mail only; outbound: sent mail only" }),
+  from: Schema.optional(SenderPattern).annotations({
+    description: "Only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), " +
+      "a domain (example.com) or its subdomains (*.example.com); case-insensitive"
+  }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
   after: Schema.optional(Schema.String).annotations({

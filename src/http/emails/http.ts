@@ -64,6 +64,7 @@ type Path<S extends { readonly Type: unknown }> = { readonly path: S["Type"] }
 /** A list's filters, from its query. */
 const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   direction: urlParams.direction,
+  from: urlParams.from,
   labels: urlParams.labels,
   excludeLabels: urlParams.exclude_labels,
   unread: urlParams.unread,

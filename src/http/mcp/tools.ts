@@ -31,6 +31,7 @@ import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
+import { SenderPattern } from "../../../services/mail/sender-list-rules.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
@@ -187,8 +188,8 @@ export const tools = [
     reach: "args",
     description:
       "List a mailbox's emails, newest first (summaries: email_id, subject, from, from_name, date, labels, snippet). Filter by " +
-      "labels (all of them), exclude_labels, unread, direction (inbound or outbound), and after (only mail that " +
-      `arrived after that email_id). ${UNTRUSTED}`,
+      "labels (all of them), exclude_labels, unread, direction (inbound or outbound), from (a sender: ada@example.com, " +
+      `example.com or *.example.com), and after (only mail that arrived after that email_id). ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -197,6 +198,7 @@ export const tools = [
       exclude_labels: Schema.optional(Schema.Array(Label)),
       unread: Schema.optional(Schema.Boolean),
       direction: Schema.optional(Direction),
+      from: Schema.optional(SenderPattern),
       after: Schema.optional(Id("Only emails that arrived after this email of the mailbox"))
     }),
     run: (principal, input) =>
@@ -206,6 +208,7 @@ export const tools = [
           excludeLabels: input.exclude_labels,
           unread: input.unread,
           direction: input.direction,
+          from: input.from,
           after: input.after
         }))
   }),
