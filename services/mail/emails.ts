@@ -4,6 +4,7 @@
  * the caller, so anything else is 404.
  */
 import { SqlClient, type Statement } from "@effect/sql"
+import { domainToUnicode } from "node:url"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
@@ -132,14 +133,18 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const places = sql`(SELECT id, user_id, mailbox_id, received_at FROM emails
       UNION ALL SELECT id, user_id, mailbox_id, received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
 
-    /** `AND` the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts). */
+    /**
+     * `AND` the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts). The
+     * entry's domain is in ASCII, a stored From's in Unicode (parse.ts's inUnicode): matched as stored.
+     */
     const fromIs = ({ entry, type }: Entry) => {
       const from = sql`lower(e.from_address)`
-      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(entry)}`}`
-      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(entry.slice("*.".length))}`}`
+      const unicode = (domain: string) => domainToUnicode(domain) || domain
+      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(unicode(entry))}`}`
+      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(unicode(entry.slice("*.".length)))}`}`
       const at = entry.lastIndexOf("@")
-      const subaddresses = `${escapeLike(entry.slice(0, at))}+%@${escapeLike(entry.slice(at + 1))}`
-      return sql`AND (${from} = ${entry} OR ${from} LIKE ${subaddresses})`
+      const [local, domain] = [entry.slice(0, at), unicode(entry.slice(at + 1))]
+      return sql`AND (${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`})`
     }
 
     /** The filter's conditions on `emails e`, each one `AND …`. */

@@ -91,7 +91,11 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
     Effect.gen(function*() {
       const emails = yield* Emails
       const mailbox = yield* insertMailbox(yield* insertUser())
-      const senders = ["Ada@Example.com", "ada+news@example.com", "adam@example.com", "bob@example.com", "ada@mail.example.com", "a_b@example.org", "axb@example.org"]
+      const senders = [
+        "Ada@Example.com", "ada+news@example.com", "adam@example.com", "bob@example.com", "ada@mail.example.com", "a_b@example.org", "axb@example.org",
+        // An internationalized domain is stored in Unicode (as mailparser gives it): named in either form.
+        "ada@bücher.example"
+      ]
       for (const [i, from] of senders.entries()) yield* insertEmail(mailbox, { subject: from, receivedMinutesAgo: 60 - i, from })
       const fromOf = (raw: string) =>
         Effect.map(
@@ -104,6 +108,8 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(yield* fromOf("*.example.com")).toEqual(["ada@mail.example.com"])
       // LIKE's wildcards in an address are letters: a_b is not axb.
       expect(yield* fromOf("a_b@example.org")).toEqual(["a_b@example.org"])
+      expect(yield* fromOf("ada@xn--bcher-kva.example")).toEqual(["ada@bücher.example"])
+      expect(yield* fromOf("bücher.example")).toEqual(["ada@bücher.example"])
       expect((yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest, { from: parseEntry("example.net") as Entry })).total).toBe(0)
     }))
 
