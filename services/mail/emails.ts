@@ -7,6 +7,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { domainToUnicode } from "node:url"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
+import { escapeLike } from "../like.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { underWay } from "../outbound/claims.ts"
@@ -21,7 +22,6 @@ import {
   toEmail,
   toSummary
 } from "./records.ts"
-import { escapeLike } from "../like.ts"
 import { UNREAD } from "./label-rules.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
