@@ -60,13 +60,15 @@ export const SearchPage = () => {
       }
     })
   }
-  // The next page of the search shown (not of the field's text, which may have changed since).
+  // The next page of the search shown (not of the field's text, which may have changed since), added
+  // only while that search is still the one shown: a new search made meanwhile is not overwritten.
   const showMore = () =>
     more.run(async () => {
       if (found === null) return
       const answer = await ask(found, found.results.length)
       const shown = new Set(found.results.map((result) => result.email_id))
-      setFound({ ...found, results: [...found.results, ...answer.data.filter((/** @type {any} */ result) => !shown.has(result.email_id))], total: answer.meta.total })
+      const added = answer.data.filter((/** @type {any} */ result) => !shown.has(result.email_id))
+      setFound((current) => (current === found ? { ...found, results: [...found.results, ...added], total: answer.meta.total } : current))
     })
   useEffect(() => {
     if (text.trim() !== "") search()
