@@ -398,6 +398,21 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(subjects.filter((subject) => subject.startsWith("Weekly report ")).length).toBe(21)
   })
 
+  it("lists one sender's mail from an email's page, until the sender is taken away", async () => {
+    await page.getByLabel(/Search your mail/).fill("quarterly numbers")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await page.getByRole("list", { name: "Results" }).getByRole("link", { name: "Quarterly numbers" }).click()
+    await page.getByRole("link", { name: "All mail from them" }).click()
+    const emails = page.getByRole("list", { name: "Emails" }).getByRole("link")
+    await page.getByText("From nora@example.com").waitFor()
+    await expect.poll(() => emails.allTextContents()).toEqual([expect.stringMatching(/^Nora Numbers ?Quarterly numbers/)])
+    expect(new URL(page.url()).hash).toMatch(/^#\/mailboxes\/mbx_\w+\?from=nora%40example\.com$/)
+    // The 21 reports and the banner are another sender's: back once the sender is taken away (a page of 20).
+    await page.getByRole("button", { name: "Every sender's mail" }).click()
+    await expect.poll(() => emails.count()).toBe(20)
+    expect(new URL(page.url()).hash).not.toContain("from=")
+  })
+
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
     await page.getByLabel("Endpoint URL").fill(`${receiver.url}/hook`)

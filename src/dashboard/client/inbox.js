@@ -227,7 +227,8 @@ const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefin
 
 /**
  * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&show=unread&page=2`):
- * grouped or not, its sort and what it shows (ones the view offers) and its page.
+ * grouped or not, its sort and what it shows (ones the view offers), the sender its emails are from
+ * (`from`, an email's "All mail from them") and its page.
  */
 const listSettings = () => {
   const params = pageParams()
@@ -238,6 +239,7 @@ const listSettings = () => {
     grouped,
     sort: sort !== null && sorts.includes(sort) ? sort : sorts[0],
     show: showOf(grouped ? THREAD_SHOWS : SHOWS, params.get("show")).value,
+    from: params.get("from") ?? "",
     offset: offsetIn(params)
   }
 }
@@ -296,20 +298,27 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [showing, setShowing] = useState(settings.show)
   const shows = grouped ? THREAD_SHOWS : SHOWS
   const show = showOf(shows, showing)
+  // One sender's emails (an email's "All mail from them"), until taken away.
+  const [sender, setFrom] = useState(settings.grouped ? "" : settings.from)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
-  const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } =
-    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort, ...show.filter }, settings.offset)
+  const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
+    `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
+    { sort, ...show.filter, ...(sender === "" ? {} : { from: sender }) },
+    settings.offset
+  )
   useEffect(() => {
     const firstSort = (grouped ? THREAD_SORTS : SORTS)[0][0]
-    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, show: show.value, page: pageOf(offset) })
-  }, [grouped, sort, show, offset])
+    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, show: show.value, from: sender, page: pageOf(offset) })
+  }, [grouped, sort, show, sender, offset])
   // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
-  // counterpart); and what it shows, when conversations can show it (unread), else all of them.
+  // counterpart); and what it shows, when conversations can show it (unread), else all of them; and
+  // every sender's (a conversation has no one sender).
   const group = (/** @type {boolean} */ on) => {
     setGrouped(on)
     const oldestFirst = sort === "received_at:asc" || sort === "last_received_at:asc"
     setSort(on ? (oldestFirst ? "last_received_at:asc" : "last_received_at:desc") : (oldestFirst ? "received_at:asc" : "received_at:desc"))
     setShowing(showOf(on ? THREAD_SHOWS : SHOWS, showing).value)
+    setFrom("")
     setOffset(0)
   }
   const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]
@@ -349,6 +358,9 @@ export const MailboxInbox = ({ mailboxId }) => {
           ${(grouped ? THREAD_SORTS : SORTS).map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
         <${ShowSelect} shows=${shows} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
+        ${sender !== "" && html`
+          <span class="tag">From ${sender} <button type="button" class="link remove" aria-label="Every sender's mail"
+            onClick=${() => (setFrom(""), setOffset(0))}>×</button></span>`}
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
         ${items && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}

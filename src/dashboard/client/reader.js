@@ -352,7 +352,9 @@ export const ReaderPage = ({ emailId }) => {
     <article class="card reader">
       <h1>${email.subject || "(no subject)"}</h1>
       <dl class="meta">
-        <dt>From</dt><dd>${email.from_name ? `${email.from_name} <${email.from}>` : email.from}</dd>
+        <dt>From</dt><dd>${email.from_name ? `${email.from_name} <${email.from}>` : email.from}${
+    email.direction === "inbound" && email.from.includes("@") && html` <a class="small" href=${`${href("mailboxes", email.mailbox_id)}?${new URLSearchParams({ from: email.from })}`}>All mail from them</a>`
+  }</dd>
         <dt>To</dt><dd>${to}</dd>
         ${email.cc.length > 0 && html`<dt>Cc</dt><dd>${email.cc.join(", ")}</dd>`}
         ${email.reply_to.length > 0 && html`<dt>Reply-To</dt><dd>${email.reply_to.join(", ")}</dd>`}
