@@ -299,7 +299,7 @@ export const MailboxInbox = ({ mailboxId }) => {
   const shows = grouped ? THREAD_SHOWS : SHOWS
   const show = showOf(shows, showing)
   // One sender's emails (an email's "All mail from them"), until taken away.
-  const [sender, setFrom] = useState(settings.grouped ? "" : settings.from)
+  const [sender, setSender] = useState(settings.grouped ? "" : settings.from)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
     `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
@@ -318,7 +318,7 @@ export const MailboxInbox = ({ mailboxId }) => {
     const oldestFirst = sort === "received_at:asc" || sort === "last_received_at:asc"
     setSort(on ? (oldestFirst ? "last_received_at:asc" : "last_received_at:desc") : (oldestFirst ? "received_at:asc" : "received_at:desc"))
     setShowing(showOf(on ? THREAD_SHOWS : SHOWS, showing).value)
-    setFrom("")
+    setSender("")
     setOffset(0)
   }
   const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]
@@ -360,7 +360,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         <${ShowSelect} shows=${shows} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
         ${sender !== "" && html`
           <span class="tag">From ${sender} <button type="button" class="link remove" aria-label="Every sender's mail"
-            onClick=${() => (setFrom(""), setOffset(0))}>×</button></span>`}
+            onClick=${() => (setSender(""), setOffset(0))}>×</button></span>`}
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
         ${items && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
@@ -368,7 +368,7 @@ export const MailboxInbox = ({ mailboxId }) => {
       ${items === null
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
-        ? html`<p class="muted">${show.empty}</p>`
+        ? html`<p class="muted">${sender === "" ? show.empty : `Nothing from ${sender} here.`}</p>`
         : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
       ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
