@@ -307,6 +307,13 @@ describe("MCP at /mcp", () => {
     expect([first.emails.length, first.total, first.has_more, first.next_offset]).toEqual([1, 2, true, 1])
     const last = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, limit: 1, offset: 1 })).ok
     expect([last.emails.length, last.has_more, "next_offset" in last]).toEqual([1, false, false])
+    // By sender, named as the sender lists name one; what names no sender is refused by its field.
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, from: box.address.toUpperCase() })).ok.total).toBe(2)
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, from: "example.net" })).ok.total).toBe(0)
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, from: "ada@" })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { from: expect.stringMatching(/^has no valid domain after the @/) }
+    })
 
     // The desk deletes what it was sent: the conversation "Hello desk" whole, then the forward by its id; gone
     // from its list, and not found again.
