@@ -140,11 +140,11 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const fromIs = ({ entry, type }: Entry) => {
       const from = sql`lower(e.from_address)`
       const unicode = (domain: string) => domainToUnicode(domain) || domain
-      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(unicode(entry))}`}`
-      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(unicode(entry.slice("*.".length)))}`}`
+      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(unicode(entry))}`} ESCAPE '\\'`
+      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(unicode(entry.slice("*.".length)))}`} ESCAPE '\\'`
       const at = entry.lastIndexOf("@")
       const [local, domain] = [entry.slice(0, at), unicode(entry.slice(at + 1))]
-      return sql`AND (${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`})`
+      return sql`AND (${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
     }
 
     /** The filter's conditions on `emails e`, each one `AND …`. */

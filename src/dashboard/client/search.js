@@ -4,9 +4,9 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call } from "./api.js"
+import { call } from "./api.js"
 import { href, keepPageParams, pageParams } from "./router.js"
-import { count, counterpart, Field, LoadFailed, useAction, when } from "./ui.js"
+import { count, counterpart, Field, LoadFailed, MailboxesUnread, useAction, useMailboxChoices, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
@@ -26,14 +26,11 @@ export const SearchPage = () => {
   const [text, setText] = useState(() => pageParams().get("q") ?? "")
   const [mailboxId, setMailboxId] = useState(() => pageParams().get("mailbox") ?? "")
   const [weak, setWeak] = useState(() => pageParams().get("weak") === "1")
-  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const choices = useMailboxChoices()
+  const mailboxes = choices.mailboxes
   const [found, setFound] = useState(/** @type {Found | null} */ (null))
   const { busy, error, run } = useAction()
   const more = useAction({ once: true })
-
-  useEffect(() => {
-    allMailboxes().then(setMailboxes, () => {})
-  }, [])
 
   /** A page of `asked`'s results from `offset`. @param {Asked} asked @param {number} offset */
   const ask = (asked, offset) =>
@@ -98,6 +95,7 @@ export const SearchPage = () => {
         Weak matches too (scores below ${WEAK.toFixed(2)})</label>
       ${found && found.total > 0 && html`<span class="muted small" role="status">${count(found.total, "result", "results")}</span>`}
     </div>
+    <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
     ${error && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
     ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
       <ol class="list" aria-label="Results">
