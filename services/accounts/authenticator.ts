@@ -8,14 +8,15 @@
  * - the request is counted against a lease of tokens this process took from the shared counters
  *   (ratelimit/leases.ts); a lease is at most 2% of the limit, so low limits stay exact.
  *
- * API keys are limited per key; access tokens and dashboard cookies per user.
+ * API keys are limited per key; access tokens per user, with the plan's limits; dashboard cookies per
+ * user too, apart from them and with a person's (`dashboardRequests`, plans.ts).
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { groupCommit } from "../batching.ts"
 import { Unauthorized } from "../errors.ts"
-import { limits, type Plan } from "../plans/plans.ts"
+import { limits, type Plan, type RateWindows } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { type Decision, planWindows, type Window } from "../ratelimit/rate-limiter.ts"
 import { CredentialUse } from "./credential-use.ts"
@@ -61,10 +62,19 @@ interface Row {
   readonly permission: string
 }
 
-/** A plan's request windows, made once per plan. */
-const requestWindows = Object.fromEntries(
-  Object.entries(limits).map(([plan, limit]) => [plan, planWindows(limit.requests)])
-) as Record<Plan, ReadonlyArray<Window>>
+/** A plan's request windows, made once per plan: an agent's (key, access token) and a person's (cookie). */
+const windowsOf = (pick: (limit: (typeof limits)[Plan]) => RateWindows) =>
+  Object.fromEntries(Object.entries(limits).map(([plan, limit]) => [plan, planWindows(pick(limit))])) as Record<Plan, ReadonlyArray<Window>>
+const requestWindows = windowsOf((limit) => limit.requests)
+const dashboardWindows = windowsOf((limit) => limit.dashboardRequests)
+
+/** The counter a request is taken from, and its windows. */
+const bucketOf = (principal: Principal): readonly [string, ReadonlyArray<Window>] =>
+  Option.isSome(principal.keyId)
+    ? [`key:${principal.keyId.value}`, requestWindows[principal.plan]]
+    : principal.via === "cookie"
+    ? [`dashboard:${principal.userId}`, dashboardWindows[principal.plan]]
+    : [`user:${principal.userId}`, requestWindows[principal.plan]]
 
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
   dependencies: [CredentialUse.layer, RateLeases.Default],
@@ -147,10 +157,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
     /** Who `credential` acts for, and this request counted against its limits (per key, else per user). */
     const authenticate = (credential: Credential): Effect.Effect<Authenticated, Unauthorized | SqlError> =>
       Effect.flatMap(identify(credential), (principal) =>
-        Effect.map(
-          leases.take(Option.isSome(principal.keyId) ? `key:${principal.keyId.value}` : `user:${principal.userId}`, requestWindows[principal.plan]),
-          (decision) => ({ principal, decision })
-        ))
+        Effect.map(leases.take(...bucketOf(principal)), (decision) => ({ principal, decision })))
 
     return { identify, authenticate } as const
   })

@@ -17,7 +17,14 @@ export interface RateWindows {
 }
 
 export interface PlanLimits {
+  /** Requests with an API key (per key) or an access token (per user). */
   readonly requests: RateWindows
+  /**
+   * Requests of a person in the dashboard (its session cookie), per user and counted apart from the
+   * plan's: a person reading mail there makes a few requests a page, and should not meet 429s where an
+   * agent would. At least Pro's, so the free plan's 100 an hour limit its agents, not its people.
+   */
+  readonly dashboardRequests: RateWindows
   /** Search requests per minute, a limit of its own. */
   readonly searchesPerMinute: number
   /** MCP requests per minute (SPEC), a limit of its own. */
@@ -41,6 +48,7 @@ export interface PlanLimits {
 export const limits: Record<Plan, PlanLimits> = {
   free: {
     requests: { perMinute: 20, perHour: 100, perDay: 1_000 },
+    dashboardRequests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
     searchesPerMinute: 10,
     mcpPerMinute: 10,
     emailsPerDay: 100,
@@ -57,6 +65,7 @@ export const limits: Record<Plan, PlanLimits> = {
   },
   pro: {
     requests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
+    dashboardRequests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
     searchesPerMinute: 60,
     mcpPerMinute: 60,
     emailsPerDay: 10_000,
@@ -73,6 +82,7 @@ export const limits: Record<Plan, PlanLimits> = {
   },
   enterprise: {
     requests: { perMinute: 500, perHour: 10_000, perDay: 100_000 },
+    dashboardRequests: { perMinute: 500, perHour: 10_000, perDay: 100_000 },
     searchesPerMinute: 300,
     mcpPerMinute: 300,
     emailsPerDay: 100_000,

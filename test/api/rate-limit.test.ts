@@ -11,7 +11,7 @@ import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
-import { anonymous, withKey, withToken } from "../support/typed-client.ts"
+import { anonymous, sessionFrom, withKey, withToken } from "../support/typed-client.ts"
 import { awayFromMinuteEdge, sleep } from "../support/wait.ts"
 
 describe("one API process", () => {
@@ -51,6 +51,27 @@ describe("one API process", () => {
     const other = await withToken(server.url, user).POST("/v1/api-keys", { body: { name: "second" } })
     expect(other.response.status).toBe(201)
     expect((await withKey(server.url, other.data!.data).GET("/v1/api-keys")).response.status).toBe(200)
+  })
+
+  it("counts a person in the dashboard (the session cookie) apart, with at least Pro's limits; the access token keeps the plan's", async () => {
+    const user = await withApiKey(server.url)
+    await awayFromMinuteEdge()
+    const remainingOf = (reply: { response: Response }) => Number(reply.response.headers.get("x-ratelimit-remaining"))
+    const before = remainingOf(await withToken(server.url, user).GET("/api/api-keys"))
+    const dashboard = anonymous(server.url)
+    const cookie = sessionFrom(user, server.url)
+    // A free account's person reads on past the plan's 20 a minute (and so past its 100 an hour).
+    for (let i = 0; i < 25; i++) {
+      const reply = await dashboard.GET("/api/api-keys", cookie)
+      expect(reply.response.status).toBe(200)
+      expect(reply.response.headers.get("x-ratelimit-limit")).toBe("100")
+      expect(reply.response.headers.get("x-ratelimit-remaining")).toBe(String(99 - i))
+    }
+    // What the dashboard spent is not the agents': the access token and the key still have their 20.
+    const token = await withToken(server.url, user).GET("/api/api-keys")
+    expect([token.response.status, token.response.headers.get("x-ratelimit-limit"), remainingOf(token)]).toEqual([200, "20", before - 1])
+    const key = await withKey(server.url, user).GET("/v1/api-keys")
+    expect([key.response.status, key.response.headers.get("x-ratelimit-remaining")]).toEqual([200, "19"])
   })
 
   it("reports the limit on error responses too", async () => {
