@@ -4,10 +4,8 @@
  * the caller, so anything else is 404.
  */
 import { SqlClient, type Statement } from "@effect/sql"
-import { domainToUnicode } from "node:url"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
-import { escapeLike } from "../like.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { underWay } from "../outbound/claims.ts"
@@ -23,6 +21,8 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
+import { fromIs, receivedWithin } from "./narrowing.ts"
+import { checkRange, type ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
@@ -31,6 +31,8 @@ export interface EmailFilter {
   readonly direction?: Direction | undefined
   /** Only mail from this sender: an address (and its subaddresses), a domain, or `*.` a domain's subdomains. */
   readonly from?: Entry | undefined
+  /** Only mail that arrived within this span. */
+  readonly received?: ReceivedRange | undefined
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
@@ -133,27 +135,14 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const places = sql`(SELECT id, user_id, mailbox_id, received_at FROM emails
       UNION ALL SELECT id, user_id, mailbox_id, received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
 
-    /**
-     * `AND` the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts). The
-     * entry's domain is in ASCII, a stored From's in Unicode (parse.ts's inUnicode): matched as stored.
-     */
-    const fromIs = ({ entry, type }: Entry) => {
-      const from = sql`lower(e.from_address)`
-      const unicode = (domain: string) => domainToUnicode(domain) || domain
-      if (type === "domain") return sql`AND ${from} LIKE ${`%@${escapeLike(unicode(entry))}`} ESCAPE '\\'`
-      if (type === "subdomains") return sql`AND ${from} LIKE ${`%@%.${escapeLike(unicode(entry.slice("*.".length)))}`} ESCAPE '\\'`
-      const at = entry.lastIndexOf("@")
-      const [local, domain] = [entry.slice(0, at), unicode(entry.slice(at + 1))]
-      return sql`AND (${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
-    }
-
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
       sql.join(" ", false)([
         filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
-        filter.from === undefined ? sql`` : fromIs(filter.from),
+        filter.from === undefined ? sql`` : fromIs(sql, filter.from),
+        filter.received === undefined ? sql`` : receivedWithin(sql, filter.received),
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``
@@ -168,6 +157,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
      */
     const listIn = (scope: Statement.Fragment, page: Page, sort: Sort<EmailSortField>, filter: EmailFilter) =>
       Effect.gen(function*() {
+        if (filter.received !== undefined) yield* checkRange(filter.received)
         const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
         const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
           SELECT page.*, counted.total

@@ -192,7 +192,7 @@ export const ForwardInput = Schema.Struct({
 export type ForwardInput = typeof ForwardInput.Type
 
 /** Whether `value` is an ISO 8601 time with a zone whose fields name a real moment (no 2026-02-30, no 24:00). */
-const isRealTime = (value: string): boolean => {
+export const isRealTime = (value: string): boolean => {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(value)
   if (m === null) return false
   const [year, month, day, hour, minute, second = 0, offsetHours = 0, offsetMinutes = 0] = m.slice(1).map((f) => f === undefined ? undefined : Number(f))

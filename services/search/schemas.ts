@@ -1,5 +1,7 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
+import { RECEIVED_AFTER, RECEIVED_BEFORE, ReceivedBound } from "../mail/received-range.ts"
+import { SenderPattern } from "../mail/sender-list-rules.ts"
 import { Direction } from "../mail/schemas.ts"
 import { Schema } from "effect"
 import { maxCharacters } from "../characters.ts"
@@ -27,6 +29,12 @@ export const SearchInput = Schema.Struct({
   mailbox_id: Schema.optional(Schema.String).annotations({ description: "Mailroom extension: only this mailbox's emails (404 NOT_FOUND for one not the caller's)" }),
   labels: Schema.optional(Schema.Array(Label).pipe(Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })))
     .annotations({ description: "Mailroom extension: only emails carrying every one of these labels" }),
+  from: Schema.optional(SenderPattern).annotations({
+    description: "Mailroom extension: only mail from this sender: an address (ada@example.com, and her subaddresses such as " +
+      "ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive"
+  }),
+  received_after: Schema.optional(ReceivedBound).annotations({ description: `Mailroom extension: only ${RECEIVED_AFTER}` }),
+  received_before: Schema.optional(ReceivedBound).annotations({ description: `Mailroom extension: only ${RECEIVED_BEFORE}` }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
   }),

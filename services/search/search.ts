@@ -16,6 +16,8 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
+import { fromIs, receivedWithin } from "../mail/narrowing.ts"
+import { checkRange } from "../mail/received-range.ts"
 import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
 import type { Direction } from "../mail/schemas.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
@@ -158,6 +160,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         // emails table that is seldom in the buffers of a large account's database (~8 ms a search
         // at 100,000 emails on the embedded PGlite). Labels are the emails' own.
         const labels = input.labels && input.labels.length > 0 ? [...input.labels] : undefined
+        const received = { after: input.received_after, before: input.received_before }
+        // What narrows by the email's own fields (labels, sender, arrival) joins the emails; the rest needs only the narrow index.
+        const narrowed = labels !== undefined || input.from !== undefined || received.after !== undefined || received.before !== undefined
         const rows = ranked.length === 0 ? [] : yield* sql<PageRow>`
           WITH ranked AS (
             SELECT id, position FROM unnest(${ranked.map((r) => r.emailId)}::text[]) WITH ORDINALITY AS r (id, position)
@@ -165,7 +170,14 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           visible AS (
             SELECT r.id, row_number() OVER (ORDER BY r.position) AS n
             FROM ranked r JOIN search_documents d ON d.email_id = r.id JOIN mailboxes m ON m.id = d.mailbox_id
-            ${labels === undefined ? sql`` : sql`JOIN emails e ON e.id = r.id AND e.labels @> ${labels}::text[]`}
+            ${
+          narrowed
+            ? sql`JOIN emails e ON e.id = r.id
+                ${labels === undefined ? sql`` : sql`AND e.labels @> ${labels}::text[]`}
+                ${input.from === undefined ? sql`` : fromIs(sql, input.from)}
+                ${receivedWithin(sql, received)}`
+            : sql``
+        }
             WHERE d.user_id = ${userId} AND m.status = 'active'
               ${amongMailboxes(sql, "m.id", mailboxIds)}
           )
@@ -212,6 +224,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       if (input.domain !== undefined && !/^[a-z0-9.-]+$/i.test(normalizeDomain(input.domain))) {
         return yield* ValidationError.field("domain", "must be a domain name")
       }
+      yield* checkRange({ after: input.received_after, before: input.received_before })
       if (input.mailbox_id !== undefined) {
         yield* reachesMailbox(principal, input.mailbox_id)
         yield* ownMailbox(sql, principal.userId, input.mailbox_id)

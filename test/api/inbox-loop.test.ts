@@ -41,7 +41,7 @@ describe("labels and read state over HTTP", () => {
   let first: string
   let second: string
 
-  const list = (query: { labels?: string; exclude_labels?: string; unread?: string; from?: string }) =>
+  const list = (query: { labels?: string; exclude_labels?: string; unread?: string; from?: string; received_after?: string; received_before?: string }) =>
     mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: query as never }
     })
@@ -201,6 +201,18 @@ describe("labels and read state over HTTP", () => {
         details: { from: "has no valid domain after the @; write an address (ada@example.com), a domain (example.com) or *.domain (*.example.com)" }
       }
     })
+
+    // received_after and received_before bound when mail arrived (their cases: test/domain/emails.test.ts).
+    const all = (await list({})).data!.meta.total
+    expect((await list({ received_after: "2000-01-01", received_before: "2100-01-01T00:00:00+01:00" })).data?.meta.total).toBe(all)
+    expect((await list({ received_before: "2000-01-01" })).data?.meta.total).toBe(0)
+    const badTime = await list({ received_after: "2026-12-01 09:00" })
+    expect([badTime.response.status, badTime.error?.error]).toEqual([400, expect.objectContaining({
+      code: "VALIDATION_ERROR",
+      details: { received_after: "must be a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (2026-12-01T09:00:00Z)" }
+    })])
+    const noSpan = await list({ received_after: "2026-12-02", received_before: "2026-12-01" })
+    expect([noSpan.response.status, noSpan.error?.error.details]).toEqual([400, { received_before: "must be later than received_after" }])
 
     const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
     const foreign = await stranger.PATCH("/v1/api/emails/{emailId}", {

@@ -314,6 +314,13 @@ describe("MCP at /mcp", () => {
       code: "VALIDATION_ERROR",
       details: { from: expect.stringMatching(/^has no valid domain after the @/) }
     })
+    // By when it arrived: a day, or a time with its zone.
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, received_after: "2000-01-01" })).ok.total).toBe(2)
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, received_before: "2000-01-01T00:00:00Z" })).ok.total).toBe(0)
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, received_after: "last week" })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { received_after: expect.stringMatching(/^must be a day/) }
+    })
 
     // The desk deletes what it was sent: the conversation "Hello desk" whole, then the forward by its id; gone
     // from its list, and not found again.

@@ -113,6 +113,31 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect((yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest, { from: parseEntry("example.net") as Entry })).total).toBe(0)
     }))
 
+  it.effect("received: at or after its start, before its end; every mailbox's list too; a span holding no moment is refused", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      for (const [subject, minutes] of [["Oldest", 30], ["Middle", 20], ["Newest", 10]] as const) {
+        yield* insertEmail(mailbox, { subject, receivedMinutesAgo: minutes })
+      }
+      const listed = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest)
+      const at = (subject: string) => new Date(listed.emails.find((email) => email.subject === subject)!.received_at)
+      const within = (after: Date | undefined, before: Date | undefined) =>
+        Effect.map(
+          emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest, { received: { after, before } }),
+          (page) => [page.total, page.emails.map((email) => email.subject)]
+        )
+      expect(yield* within(at("Middle"), undefined)).toEqual([2, ["Newest", "Middle"]])
+      expect(yield* within(undefined, at("Middle"))).toEqual([1, ["Oldest"]])
+      expect(yield* within(at("Oldest"), at("Newest"))).toEqual([2, ["Middle", "Oldest"]])
+      expect(yield* within(new Date(at("Newest").getTime() + 1), undefined)).toEqual([0, []])
+      const everyMailbox = yield* emails.listAll(mailbox.owner.userId, firstPage, newest, { received: { after: at("Middle"), before: at("Newest") } })
+      expect(everyMailbox.emails.map((email) => email.subject)).toEqual(["Middle"])
+
+      const empty = yield* Effect.flip(within(at("Middle"), at("Middle")))
+      expect(empty).toMatchObject({ code: "VALIDATION_ERROR", status: 400, details: { received_before: "must be later than received_after" } })
+    }))
+
   it.effect("another user's mailbox, a deleted mailbox and an unknown one are 404 to list", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

@@ -353,6 +353,54 @@ describe("POST /v1/search", () => {
     expect(everything.data!.meta.total).toBeGreaterThan(1)
   })
 
+  it("keeps only mail from a sender, or that arrived when asked, and counts only those; what names no sender or time is 400 by field", async () => {
+    const found = async (body: Partial<components["schemas"]["SearchInput"]>) => {
+      const answer = await search(box.user.apiKey, { query: "email", limit: 100, ...body })
+      expect(answer.response.status).toBe(200)
+      expect(answer.data?.meta.total).toBe(answer.data?.data.length)
+      return new Set(answer.data!.data.map((r) => r.email_id))
+    }
+    const idsOf = (...keys: Array<string>) => new Set(keys.map((key) => ids.get(key)!))
+    expect(await found({ from: "flight@example.com" })).toEqual(idsOf("flight"))
+    expect(await found({ query: "invoice payable", from: "INVOICE@Example.com", mode: "text" })).toEqual(idsOf("invoice"))
+    // Every email here so far is from someone at example.com: the domain keeps them all, another none.
+    const everyone = await found({})
+    expect(await found({ from: "example.com" })).toEqual(everyone)
+    expect(everyone.size).toBeGreaterThan(1)
+    expect(await found({ from: "example.org" })).toEqual(new Set())
+    expect(await found({ from: "*.example.com" })).toEqual(new Set())
+
+    // The corpus arrived one email after another, in its order.
+    const arrived = new Map<string, string>()
+    for (const mail of corpus) {
+      const email = await withKey(server.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: ids.get(mail.key)! } } })
+      arrived.set(mail.key, email.data!.data.received_at)
+    }
+    // (Other tests here have sent mail since: of that, only the corpus is counted.)
+    const ofCorpus = (found: Set<string>) => new Set([...found].filter((id) => [...ids.values()].includes(id)))
+    expect(ofCorpus(await found({ received_after: arrived.get("password")! }))).toEqual(idsOf("password", "flight", "newsletter"))
+    expect(await found({ received_before: arrived.get("password")! })).toEqual(idsOf("invoice", "offsite"))
+    expect(await found({ received_after: arrived.get("offsite")!, received_before: arrived.get("flight")!, from: "example.com" }))
+      .toEqual(idsOf("offsite", "password"))
+    // A day, from its start in UTC: all of the corpus arrived on or after the first email's day, none before it.
+    const firstDay = arrived.get("invoice")!.slice(0, 10)
+    expect(ofCorpus(await found({ received_after: firstDay })).size).toBe(corpus.length)
+    expect(await found({ received_before: firstDay })).toEqual(new Set())
+
+    const refusals: Array<[Record<string, unknown>, Record<string, string>]> = [
+      [{ from: "not a sender" }, { from: expect.stringMatching(/^must not contain spaces/) }],
+      [{ received_after: "yesterday" }, {
+        received_after: "must be a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (2026-12-01T09:00:00Z)"
+      }],
+      [{ received_before: "2026-02-30" }, { received_before: expect.stringMatching(/^must be a day/) }],
+      [{ received_after: "2026-12-02", received_before: "2026-12-01T23:00:00-01:00" }, { received_before: "must be later than received_after" }]
+    ]
+    for (const [body, details] of refusals) {
+      const bad = await search(box.user.apiKey, offContract({ query: "email", ...body }))
+      expect([bad.response.status, bad.error?.error.code, bad.error?.error.details], JSON.stringify(body)).toEqual([400, "VALIDATION_ERROR", details])
+    }
+  })
+
   it("keeps only results scoring at least min_score and counts only those; a min_score outside 0-1 is 400 by field", async () => {
     const query = "invoice amount due"
     const all = await search(box.user.apiKey, { query, limit: 100 })

@@ -5532,6 +5532,8 @@ export interface components {
         };
         SearchInput: {
             domain?: string;
+            /** @description Mailroom extension: only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+            from?: string;
             /** @description Mailroom extension: only emails carrying every one of these labels */
             labels?: string[];
             /** @description 1-100, default 20 */
@@ -5549,6 +5551,10 @@ export interface components {
             offset?: number;
             /** @description Natural-language query */
             query: string;
+            /** @description Mailroom extension: only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
+            received_after?: string;
+            /** @description Mailroom extension: only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
+            received_before?: string;
         };
         SearchMeta: {
             hasMore: boolean;
@@ -11143,6 +11149,10 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
+                received_after?: string;
+                /** @description Only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
+                received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
@@ -17456,6 +17466,10 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
+                received_after?: string;
+                /** @description Only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
+                received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
@@ -25516,6 +25530,10 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
+                received_after?: string;
+                /** @description Only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
+                received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
@@ -31702,6 +31720,10 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
+                received_after?: string;
+                /** @description Only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
+                received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */

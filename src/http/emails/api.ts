@@ -16,6 +16,7 @@ import {
   threadSortFields,
   ThreadSummary
 } from "../../../services/mail/schemas.ts"
+import { RECEIVED_AFTER, RECEIVED_BEFORE, ReceivedBound } from "../../../services/mail/received-range.ts"
 import { SenderPattern } from "../../../services/mail/sender-list-rules.ts"
 import { AttachmentUnreadable, Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
@@ -33,7 +34,7 @@ export const MAX_WAIT_SECONDS = 60
 /** `labels=a,b`: comma-separated label names. */
 const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
 
-/** What lists of emails filter by: labels, read state, direction, and a cursor. */
+/** What lists of emails filter by: labels, direction, sender, read state, when it arrived, and a cursor. */
 const emailFilterFields = {
   ...ListParams(emailSortFields).fields,
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
@@ -46,6 +47,8 @@ const emailFilterFields = {
   }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
+  received_after: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_AFTER}` }),
+  received_before: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_BEFORE}` }),
   after: Schema.optional(Schema.String).annotations({
     description: "Only emails that arrived after this email (the newest one you have seen)"
   })

@@ -68,6 +68,7 @@ const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   labels: urlParams.labels,
   excludeLabels: urlParams.exclude_labels,
   unread: urlParams.unread,
+  received: { after: urlParams.received_after, before: urlParams.received_before },
   after: urlParams.after
 })
 

@@ -31,6 +31,7 @@ import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
+import { ReceivedBound } from "../../../services/mail/received-range.ts"
 import { SenderPattern } from "../../../services/mail/sender-list-rules.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -189,7 +190,8 @@ export const tools = [
     description:
       "List a mailbox's emails, newest first (summaries: email_id, subject, from, from_name, date, labels, snippet). Filter by " +
       "labels (all of them), exclude_labels, unread, direction (inbound or outbound), from (a sender: ada@example.com, " +
-      `example.com or *.example.com), and after (only mail that arrived after that email_id). ${UNTRUSTED}`,
+      "example.com or *.example.com), received_after and received_before (when it arrived: a day such as 2026-12-01, from its " +
+      `start in UTC, or an ISO 8601 time with a zone), and after (only mail that arrived after that email_id). ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -199,6 +201,8 @@ export const tools = [
       unread: Schema.optional(Schema.Boolean),
       direction: Schema.optional(Direction),
       from: Schema.optional(SenderPattern),
+      received_after: Schema.optional(ReceivedBound),
+      received_before: Schema.optional(ReceivedBound),
       after: Schema.optional(Id("Only emails that arrived after this email of the mailbox"))
     }),
     run: (principal, input) =>
@@ -209,6 +213,7 @@ export const tools = [
           unread: input.unread,
           direction: input.direction,
           from: input.from,
+          received: { after: input.received_after, before: input.received_before },
           after: input.after
         }))
   }),
@@ -337,7 +342,9 @@ export const tools = [
     reach: "args",
     description:
       "Search the account's mail by meaning and words together, best first (query in natural language; optional " +
-      `mailbox_id, domain, labels, limit, offset, mode). Answers results with total, has_more and next_offset. Counts against the plan's searches. ${UNTRUSTED}`,
+      "mailbox_id, domain, labels, from (a sender: ada@example.com, example.com or *.example.com), received_after and " +
+      "received_before (a day such as 2026-12-01, or an ISO 8601 time with a zone), limit, offset, mode). Answers results " +
+      `with total, has_more and next_offset. Counts against the plan's searches. ${UNTRUSTED}`,
     annotations: reading,
     // The API's arguments, described in the tool's own terms (the API's descriptions speak of routes and `hasMore`).
     input: Schema.Struct({
