@@ -8,7 +8,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Browser, Page, Request } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, tellOnFailure, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, tellOnFailure, type WatchedPage } from "../support/browser.ts"
 import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
@@ -396,6 +396,30 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const subjects = await page.getByRole("list", { name: "Results" }).getByRole("link").allTextContents()
     expect(new Set(subjects).size).toBe(subjects.length)
     expect(subjects.filter((subject) => subject.startsWith("Weekly report ")).length).toBe(21)
+
+    // From one sender, and since a day: kept in the page's address, said when nothing is found.
+    page.on("request", listen)
+    const from = page.getByLabel("From (an address or a domain)")
+    await from.fill("reports@example.com")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await page.getByRole("status").getByText("21 results").waitFor()
+    // (Weak matches are asked for: by meaning, Nora's one email is the nearest of hers, however far.)
+    await from.fill("nora@example.com")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await expect.poll(() => page.getByRole("list", { name: "Results" }).getByRole("link").allTextContents()).toEqual(["Quarterly numbers"])
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
+    await page.getByLabel("Since").fill(tomorrow)
+    await page.getByText(`Nothing found from nora@example.com since ${tomorrow}.`).waitFor()
+    expect(searches[searches.length - 1]).toMatchObject({ from: "nora@example.com", received_after: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) })
+    expect(new URL(page.url()).hash).toBe(`#/search?q=weekly+report+pallets+shipped&from=nora%40example.com&since=${tomorrow}&weak=1`)
+    // A sender that names none is said by the field.
+    await from.fill("not a sender")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await page.locator("#search-from-note").getByText(/^must not contain spaces/).waitFor()
+    expect(takeRefusals(watched, /^400 POST .*\/api\/search$/)).toHaveLength(1)
+    page.off("request", listen)
+    await from.fill("")
+    await page.getByLabel("Since").fill("")
   })
 
   it("lists one sender's mail from an email's page, until the sender is taken away", async () => {

@@ -1,6 +1,6 @@
 /**
  * Search: the hybrid (words and meaning) results, best first, each with its score, a page at a time; in
- * every mailbox or one, weak matches left out unless asked for.
+ * every mailbox or one, from one sender, between two days, weak matches left out unless asked for.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -17,15 +17,43 @@ const WEAK = 0.3
 const PAGE = 20
 
 /**
- * @typedef {{ query: string, mailboxId: string, weak: boolean }} Asked
+ * @typedef {{ query: string, mailboxId: string, weak: boolean, from: string, since: string, until: string }} Asked
  * @typedef {Asked & { results: any[], total: number }} Found
  */
+
+/**
+ * The moment a day of the reader's own (an `<input type="date">`'s value) starts: "since 1 December"
+ * means from the midnight that starts it where the reader is, not in UTC. @param {string} day
+ */
+const dayStart = (day) => {
+  const [year, month, date] = day.split("-").map(Number)
+  return new Date(year ?? 0, (month ?? 1) - 1, date ?? 1).toISOString()
+}
+/** The moment the day after `day` starts: "until 5 December" takes in all of the 5th. @param {string} day */
+const dayEnd = (day) => {
+  const [year, month, date] = day.split("-").map(Number)
+  return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + 1).toISOString()
+}
+
+/** The server's word on one field of the search (a sender that names none), shown by that field. @param {any} error @param {string} field */
+const fieldError = (error, field) => (error?.code === "VALIDATION_ERROR" ? error.details?.[field] : undefined)
+
+/** What a search that found nothing was narrowed by, said with it. @param {Found | null} found */
+const narrowedBy = (found) =>
+  found === null ? "" : [
+    found.from.trim() === "" ? "" : ` from ${found.from.trim()}`,
+    found.since === "" ? "" : ` since ${found.since}`,
+    found.until === "" ? "" : ` until ${found.until}`
+  ].join("")
 
 export const SearchPage = () => {
   // The search last made is kept in the page's URL (`?q=…&mailbox=…&weak=1`): back from a result, it is made again.
   const [text, setText] = useState(() => pageParams().get("q") ?? "")
   const [mailboxId, setMailboxId] = useState(() => pageParams().get("mailbox") ?? "")
   const [weak, setWeak] = useState(() => pageParams().get("weak") === "1")
+  const [from, setFrom] = useState(() => pageParams().get("from") ?? "")
+  const [since, setSince] = useState(() => pageParams().get("since") ?? "")
+  const [until, setUntil] = useState(() => pageParams().get("until") ?? "")
   const choices = useMailboxChoices()
   const mailboxes = choices.mailboxes
   const [found, setFound] = useState(/** @type {Found | null} */ (null))
@@ -39,15 +67,25 @@ export const SearchPage = () => {
       limit: PAGE,
       offset,
       ...(asked.mailboxId === "" ? {} : { mailbox_id: asked.mailboxId }),
+      ...(asked.from.trim() === "" ? {} : { from: asked.from.trim() }),
+      ...(asked.since === "" ? {} : { received_after: dayStart(asked.since) }),
+      ...(asked.until === "" ? {} : { received_before: dayEnd(asked.until) }),
       ...(asked.weak ? {} : { min_score: WEAK })
     })
 
   // A failed search leaves no results listed: those shown would be the previous query's.
   /** @param {Partial<Asked>} [changed] */
   const search = (changed = {}) => {
-    const asked = { query: text, mailboxId, weak, ...changed }
+    const asked = { query: text, mailboxId, weak, from, since, until, ...changed }
     return run(async () => {
-      keepPageParams({ q: asked.query, mailbox: asked.mailboxId, weak: asked.weak ? 1 : undefined })
+      keepPageParams({
+        q: asked.query,
+        mailbox: asked.mailboxId,
+        from: asked.from.trim(),
+        since: asked.since,
+        until: asked.until,
+        weak: asked.weak ? 1 : undefined
+      })
       try {
         const answer = await ask(asked, 0)
         setFound({ ...asked, results: answer.data, total: answer.meta.total })
@@ -74,14 +112,18 @@ export const SearchPage = () => {
   const choose = (changed) => {
     if (changed.mailboxId !== undefined) setMailboxId(changed.mailboxId)
     if (changed.weak !== undefined) setWeak(changed.weak)
+    if (changed.since !== undefined) setSince(changed.since)
+    if (changed.until !== undefined) setUntil(changed.until)
     if (text.trim() !== "") search(changed)
   }
 
   const results = found?.results ?? null
   return html`
     <h1>Search</h1>
-    <form class="card row-form" role="search" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), search())}>
+    <form class="card row-form search-form" role="search" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), search())}>
       <${Field} id="query" label="Search your mail by words or meaning" type="search" value=${text} onInput=${setText} required />
+      <${Field} id="search-from" label="From (an address or a domain)" value=${from} onInput=${setFrom} autocomplete="off"
+        error=${fieldError(error, "from")} />
       <button type="submit" disabled=${busy}>Search</button>
     </form>
     <div class="toolbar">
@@ -91,13 +133,23 @@ export const SearchPage = () => {
           <option value="">All mailboxes</option>
           ${mailboxes.map((mailbox) => html`<option value=${mailbox.mailbox_id}>${mailbox.email_address}</option>`)}
         </select>`}
+      <span class="labelled">
+        <label for="search-since">Since</label>
+        <input id="search-since" type="date" value=${since} max=${until || undefined}
+          onChange=${(/** @type {any} */ e) => choose({ since: e.currentTarget.value })} />
+      </span>
+      <span class="labelled">
+        <label for="search-until">Until</label>
+        <input id="search-until" type="date" value=${until} min=${since || undefined}
+          onChange=${(/** @type {any} */ e) => choose({ until: e.currentTarget.value })} />
+      </span>
       <label class="check"><input type="checkbox" checked=${weak} onChange=${(/** @type {any} */ e) => choose({ weak: e.currentTarget.checked })} />
         Weak matches too (scores below ${WEAK.toFixed(2)})</label>
       ${found && found.total > 0 && html`<span class="muted small" role="status">${count(found.total, "result", "results")}</span>`}
     </div>
     <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
-    ${error && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
-    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
+    ${error && fieldError(error, "from") === undefined && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
+    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${narrowedBy(found)}${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
       <ol class="list" aria-label="Results">
         ${results.map((result) => {
           const who = counterpart(result)
