@@ -11,7 +11,7 @@
  * The defaults were chosen on SciFact's train queries only (bench/search-quality.ts,
  * `BENCH_TUNE=1`); its test queries report them.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Clock, Context, Effect } from "effect"
 import { capInput } from "./embedder.ts"
 import { searchableText, wordForm } from "./documents.ts"
@@ -279,7 +279,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
       stats: { readonly docs: number; readonly avgLength: number },
-      added: Added
+      added: Added,
+      narrowed: Statement.Fragment | undefined
     ) =>
       sql<WordHit>`
           WITH ${chosenLexemes(query, added, userId, stats.docs, options.common)}
@@ -288,6 +289,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
                    + ${lexiconTerms(stats.docs, options.common).unseen}
                      * ((SELECT count(*) FROM terms WHERE original) - (SELECT count(*) FROM weighted WHERE original)) AS ideal
           FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
+          ${narrowed === undefined ? sql`` : sql`JOIN emails e ON e.id = p.email_id ${narrowed}`}
           ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
           GROUP BY p.email_id, p.doc
           ORDER BY bm25 DESC, p.doc DESC
@@ -431,14 +433,16 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       query: string,
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
-      added: Added = NOTHING_ADDED
+      added: Added = NOTHING_ADDED,
+      narrowed: Statement.Fragment | undefined = undefined
     ) =>
       Effect.gen(function*() {
         const stats = yield* corpusStats(userId, mailboxIds)
         if (stats.docs === 0) return { hits: [] as Array<WordHit>, docs: 0 }
-        const hits = options.reading === "memory" && memory.capacity > 0 && mailboxIds === undefined && added.synonyms.length === 0
+        const hits = options.reading === "memory" && memory.capacity > 0 && mailboxIds === undefined && narrowed === undefined &&
+            added.synonyms.length === 0
           ? yield* fromMemory(userId, query, options, stats, added.lexemes)
-          : (yield* exhaustive(userId, query, mailboxIds, options, stats, added)).map((hit): WordHit => ({
+          : (yield* exhaustive(userId, query, mailboxIds, options, stats, added, narrowed)).map((hit): WordHit => ({
             emailId: hit.emailId,
             bm25: Number(hit.bm25),
             ideal: Number(hit.ideal ?? 0)
@@ -470,10 +474,16 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * Words (with the thesaurus, the query's synonyms too), then (with feedback) words again with
      * the first pass's shared words added.
      */
-    const wordRanking = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions) =>
+    const wordRanking = (
+      userId: string,
+      query: string,
+      mailboxIds: ReadonlyArray<string> | undefined,
+      options: RankingOptions,
+      narrowed: Statement.Fragment | undefined
+    ) =>
       Effect.gen(function*() {
         const synonyms = yield* synonymsOf(query, options.thesaurus)
-        const first = yield* byWords(userId, query, mailboxIds, options, { lexemes: [], synonyms })
+        const first = yield* byWords(userId, query, mailboxIds, options, { lexemes: [], synonyms }, narrowed)
         const feedback = options.feedback
         if (feedback === undefined || first.hits.length === 0) return first.hits
         const top = first.hits.slice(0, feedback.documents)
@@ -484,7 +494,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           options: feedback
         })
         if (lexemes.length === 0) return first.hits
-        return (yield* byWords(userId, query, mailboxIds, options, { lexemes, synonyms })).hits
+        return (yield* byWords(userId, query, mailboxIds, options, { lexemes, synonyms }, narrowed)).hits
       })
 
     /** The nearest emails by meaning; none for a query the model takes no meaning from (embedder.ts `reads`). */
@@ -500,20 +510,26 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * Every candidate for `query` in the caller's namespace (within `mailboxIds` when given),
      * best first, with its score. Hybrid search without meaning is still a good search: an
      * embedder or vector index outage narrows it to words instead of failing it.
+     *
+     * `narrowed`, conditions on the emails (`emails e`, each `AND …`: labels, sender, arrival), keeps
+     * the words' ranking to the mail meeting them before it is cut at `depth`, so that a sender's email
+     * holding the words is found however many others hold them too (read from the database, not the
+     * memory). The nearest by meaning are not narrowed: the caller keeps those meeting them.
      */
     const rank = (
       userId: string,
       query: string,
       mode: SearchMode,
       mailboxIds: ReadonlyArray<string> | undefined,
-      options: RankingOptions = DEFAULT_RANKING
+      options: RankingOptions = DEFAULT_RANKING,
+      narrowed?: Statement.Fragment
     ) =>
       Effect.gen(function*() {
         // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é"; its
         // words as mail's are indexed (documents.ts wordForm): "munchen" finds "München", "東京" 東京都庁.
         const words = searchableText(query)
         const [text, meaning] = yield* Effect.all([
-          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, wordForm(words), mailboxIds, options),
+          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, wordForm(words), mailboxIds, options, narrowed),
           mode === "text"
             ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
             : mode === "vector"

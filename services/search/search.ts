@@ -28,7 +28,7 @@ import { escapeLike } from "../like.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { searchableText } from "./documents.ts"
-import { Ranker } from "./ranker.ts"
+import { DEFAULT_RANKING, Ranker } from "./ranker.ts"
 import { timeSearch } from "./metrics.ts"
 import { QueryLog } from "./query-log.ts"
 import { type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
@@ -150,8 +150,19 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain, input.mailbox_id === undefined ? only : [input.mailbox_id])
         const minScore = input.min_score ?? 0
+        const labels = input.labels && input.labels.length > 0 ? [...input.labels] : undefined
+        const received = { after: input.received_after, before: input.received_before }
+        // What narrows by the email's own fields (labels, sender, arrival): the words' ranking within
+        // it, and the candidates kept (the nearest by meaning are the whole namespace's).
+        const narrowed = labels !== undefined || input.from !== undefined || received.after !== undefined || received.before !== undefined
+          ? sql.join(" ", false)([
+            labels === undefined ? sql`` : sql`AND e.labels @> ${labels}::text[]`,
+            input.from === undefined ? sql`` : fromIs(sql, input.from),
+            receivedWithin(sql, received)
+          ])
+          : undefined
         // As shown (four decimals), so that a result shown at the asked score is kept.
-        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds)).filter((r) => shownScore(r.score) >= minScore)
+        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowed)).filter((r) => shownScore(r.score) >= minScore)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
         // reads the requested page of them, bodies for that page only. Which candidates are readable
@@ -159,10 +170,6 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         // not from the emails with their bodies: hundreds of candidates a search, each a page of the
         // emails table that is seldom in the buffers of a large account's database (~8 ms a search
         // at 100,000 emails on the embedded PGlite). Labels are the emails' own.
-        const labels = input.labels && input.labels.length > 0 ? [...input.labels] : undefined
-        const received = { after: input.received_after, before: input.received_before }
-        // What narrows by the email's own fields (labels, sender, arrival) joins the emails; the rest needs only the narrow index.
-        const narrowed = labels !== undefined || input.from !== undefined || received.after !== undefined || received.before !== undefined
         const rows = ranked.length === 0 ? [] : yield* sql<PageRow>`
           WITH ranked AS (
             SELECT id, position FROM unnest(${ranked.map((r) => r.emailId)}::text[]) WITH ORDINALITY AS r (id, position)
@@ -170,14 +177,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           visible AS (
             SELECT r.id, row_number() OVER (ORDER BY r.position) AS n
             FROM ranked r JOIN search_documents d ON d.email_id = r.id JOIN mailboxes m ON m.id = d.mailbox_id
-            ${
-          narrowed
-            ? sql`JOIN emails e ON e.id = r.id
-                ${labels === undefined ? sql`` : sql`AND e.labels @> ${labels}::text[]`}
-                ${input.from === undefined ? sql`` : fromIs(sql, input.from)}
-                ${receivedWithin(sql, received)}`
-            : sql``
-        }
+            ${narrowed === undefined ? sql`` : sql`JOIN emails e ON e.id = r.id ${narrowed}`}
             WHERE d.user_id = ${userId} AND m.status = 'active'
               ${amongMailboxes(sql, "m.id", mailboxIds)}
           )

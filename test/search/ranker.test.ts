@@ -5,8 +5,10 @@
  * feedback (the product's default) it is not found by words. The embedder is a small
  * deterministic one (hashed words): what is tested is the word ranking's SQL.
  */
+import { SqlClient, type Statement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { fromIs } from "../../services/mail/narrowing.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
 import { testDatabase } from "../support/database.ts"
 import { indexedMail, otherTopics, rankerAndIndexer } from "../support/search-services.ts"
@@ -89,6 +91,29 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker, common words", (it) => {
       // Past a third it is common whatever the share and the floor: "budget" is in 4 of 10.
       expect(yield* found("attached budget", { share: 1, floor: 100 })).toEqual(["eml_1"])
       expect((yield* found("budget")).sort()).toEqual(["eml_1", "eml_10", "eml_2", "eml_3"])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
+
+layer(testDatabase, { timeout: "60 seconds" })("Ranker, narrowed", (it) => {
+  it.effect("conditions on the emails narrow the words' ranking before its cut: a sender's email below the depth is found", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(reports)
+      const sql = yield* SqlClient.SqlClient
+      const ranker = yield* Ranker
+      const ranking = (depth: number, narrowed?: Statement.Fragment) =>
+        Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth }, narrowed), (ranked) => ranked.map((r) => r.emailId))
+      const whole = yield* ranking(10)
+      expect(whole.slice().sort()).toEqual(["eml_1", "eml_2", "eml_3"])
+      // The last of them (below the others' score) is Ann's: cut at one, the ranking holds another; narrowed to Ann's mail, hers.
+      const anns = whole[2]!
+      yield* sql`UPDATE emails SET from_address = 'Ann@Example.org' WHERE id = ${anns}`
+      const cut = yield* ranking(1)
+      expect([cut.length, cut.includes(anns)]).toEqual([1, false])
+      expect(yield* ranking(1, fromIs(sql, { entry: "ann@example.org", type: "address" }))).toEqual([anns])
+      expect(yield* ranking(10, fromIs(sql, { entry: "example.net", type: "domain" }))).toEqual([])
+      // The memory's reading would not see the condition: a narrowed ranking reads the database.
+      expect(yield* Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth: 1, reading: "memory" }, sql`AND e.id = ${anns}`),
+        (ranked) => ranked.map((r) => r.emailId))).toEqual([anns])
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
 
