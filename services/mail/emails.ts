@@ -33,6 +33,8 @@ export interface EmailFilter {
   readonly from?: Entry | undefined
   /** Only mail that arrived within this span. */
   readonly received?: ReceivedRange | undefined
+  /** Only this conversation's mail (a reply awaited: with `after`, mail of the thread newer than the one sent). */
+  readonly threadId?: string | undefined
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
@@ -143,6 +145,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
         filter.from === undefined ? sql`` : fromIs(sql, filter.from),
         filter.received === undefined ? sql`` : receivedWithin(sql, filter.received),
+        filter.threadId === undefined ? sql`` : sql`AND e.thread_id = ${filter.threadId}`,
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``
@@ -282,6 +285,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         const cursor = yield* sql`SELECT 1 FROM ${places} a WHERE a.id = ${filter.after} AND a.mailbox_id = ${mailboxId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
       }
+      if (filter.threadId !== undefined) {
+        const thread = yield* sql`SELECT 1 FROM emails e WHERE e.thread_id = ${filter.threadId} AND e.mailbox_id = ${mailboxId} LIMIT 1`
+        if (thread.length === 0) return yield* threadNotFound(filter.threadId)
+      }
       return yield* listIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
     })
 
@@ -295,6 +302,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       if (filter.after !== undefined) {
         const cursor = yield* sql`SELECT 1 FROM ${places} e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
+      }
+      if (filter.threadId !== undefined) {
+        const thread = yield* sql`SELECT 1 FROM emails e WHERE e.thread_id = ${filter.threadId} AND ${activeMailboxesOf(userId, filter.mailboxes)} LIMIT 1`
+        if (thread.length === 0) return yield* threadNotFound(filter.threadId)
       }
       return yield* listIn(activeMailboxesOf(userId, filter.mailboxes), page, sort, filter)
     })

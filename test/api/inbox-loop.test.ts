@@ -225,6 +225,43 @@ describe("labels and read state over HTTP", () => {
 })
 
 describe("threads over HTTP", () => {
+  it("awaits the reply: one conversation's mail after the email sent, waited for, answers the reply and not other mail", async () => {
+    const box = await newBox(suite.url)
+    await upgrade(suite.url, box.user.apiKey, "pro")
+    const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    const list = (query: Record<string, string | number>) =>
+      mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
+    const question = await sendMail(suite.server.smtpPort, { to: box.address, from: "ann@example.com", subject: "Offer", text: "Ten?" })
+    const asked = await until("the question stored", async () => (await list({})).data?.data[0], 30_000, 100, 500)
+
+    const waiting = list({ thread_id: asked.thread_id, after: asked.email_id, wait: 20 })
+    await deliver(box.address, "Unrelated")
+    await until("the other mail stored", async () => ((await list({})).data?.meta.total === 2 ? true : undefined), 30_000, 100, 500)
+    await sendMail(suite.server.smtpPort, {
+      to: box.address,
+      from: "ann@example.com",
+      subject: "Re: Offer",
+      text: "Eleven, then.",
+      inReplyTo: question.messageId,
+      references: [question.messageId]
+    })
+    const reply = await waiting
+    expect(reply.data?.data.map((email) => [email.subject, email.thread_id])).toEqual([["Re: Offer", asked.thread_id]])
+    expect((await list({ thread_id: asked.thread_id })).data?.meta.total).toBe(2)
+    const everyMailbox = await mailroom.GET("/v1/api/emails", { params: { query: { thread_id: asked.thread_id } as never } })
+    expect(everyMailbox.data?.meta.total).toBe(2)
+
+    // A conversation with no mail here is 404, not a wait for mail that cannot come.
+    const other = await newBox(suite.url, { user: box.user })
+    for (const [listed, threadId] of [[list({ thread_id: "thr_missing", wait: 5 }), "thr_missing"], [
+      mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: other.mailboxId }, query: { thread_id: asked.thread_id } as never } }),
+      asked.thread_id
+    ]] as const) {
+      const refused = await listed
+      expect([refused.response.status, refused.error?.error.code, refused.error?.error.details]).toEqual([404, "NOT_FOUND", { thread_id: threadId }])
+    }
+  })
+
   it("a reply joins its conversation: the mailbox's and the account's thread lists show it once, newest activity first; refusals answer the envelope", async () => {
     const user = await withApiKey(suite.url)
     await upgrade(suite.url, user.apiKey, "pro")

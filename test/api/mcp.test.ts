@@ -314,6 +314,13 @@ describe("MCP at /mcp", () => {
       code: "VALIDATION_ERROR",
       details: { from: expect.stringMatching(/^has no valid domain after the @/) }
     })
+    // One conversation's, also waited for; a conversation with no mail there is not waited for.
+    const helloThread = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails.find((e: { subject: string }) => e.subject === "Hello desk").thread_id
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, thread_id: helloThread })).ok.emails.map((e: { subject: string }) => e.subject))
+      .toEqual(["Hello desk"])
+    expect((await call(mcp, "wait_for_email", { mailbox_id: desk.ok.mailbox_id, thread_id: helloThread, timeout_seconds: 0 })).ok.total).toBe(1)
+    expect((await call(mcp, "wait_for_email", { mailbox_id: desk.ok.mailbox_id, thread_id: "thr_missing", timeout_seconds: 30 })).error)
+      .toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_missing" } })
     // By when it arrived: a day, or a time with its zone.
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, received_after: "2000-01-01" })).ok.total).toBe(2)
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, received_before: "2000-01-01T00:00:00Z" })).ok.total).toBe(0)

@@ -11155,6 +11155,8 @@ export interface operations {
                 received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
+                /** @description Only this conversation's mail (404 NOT_FOUND for one with no mail here); with after and wait, waits for a reply */
+                thread_id?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description With `mailbox_id` only (without it 400: the event stream tells of every mailbox's mail). Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
@@ -17472,6 +17474,8 @@ export interface operations {
                 received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
+                /** @description Only this conversation's mail (404 NOT_FOUND for one with no mail here); with after and wait, waits for a reply */
+                thread_id?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
@@ -25536,6 +25540,8 @@ export interface operations {
                 received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
+                /** @description Only this conversation's mail (404 NOT_FOUND for one with no mail here); with after and wait, waits for a reply */
+                thread_id?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description With `mailbox_id` only (without it 400: the event stream tells of every mailbox's mail). Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
@@ -31726,6 +31732,8 @@ export interface operations {
                 received_before?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
+                /** @description Only this conversation's mail (404 NOT_FOUND for one with no mail here); with after and wait, waits for a reply */
+                thread_id?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */

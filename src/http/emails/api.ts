@@ -34,7 +34,7 @@ export const MAX_WAIT_SECONDS = 60
 /** `labels=a,b`: comma-separated label names. */
 const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
 
-/** What lists of emails filter by: labels, direction, sender, read state, when it arrived, and a cursor. */
+/** What lists of emails filter by: labels, direction, sender, read state, conversation, when it arrived, and a cursor. */
 const emailFilterFields = {
   ...ListParams(emailSortFields).fields,
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
@@ -47,6 +47,9 @@ const emailFilterFields = {
   }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
+  thread_id: Schema.optional(Schema.String).annotations({
+    description: "Only this conversation's mail (404 NOT_FOUND for one with no mail here); with after and wait, waits for a reply"
+  }),
   received_after: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_AFTER}` }),
   received_before: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_BEFORE}` }),
   after: Schema.optional(Schema.String).annotations({

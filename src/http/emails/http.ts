@@ -69,6 +69,7 @@ const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   excludeLabels: urlParams.exclude_labels,
   unread: urlParams.unread,
   received: { after: urlParams.received_after, before: urlParams.received_before },
+  threadId: urlParams.thread_id,
   after: urlParams.after
 })
 

@@ -190,8 +190,9 @@ export const tools = [
     description:
       "List a mailbox's emails, newest first (summaries: email_id, subject, from, from_name, date, labels, snippet). Filter by " +
       "labels (all of them), exclude_labels, unread, direction (inbound or outbound), from (a sender: ada@example.com, " +
-      "example.com or *.example.com), received_after and received_before (when it arrived: a day such as 2026-12-01, from its " +
-      `start in UTC, or an ISO 8601 time with a zone), and after (only mail that arrived after that email_id). ${UNTRUSTED}`,
+      "example.com or *.example.com), thread_id (one conversation's), received_after and received_before (when it " +
+      "arrived: a day such as 2026-12-01, from its start in UTC, or an ISO 8601 time with a zone), and after (only mail " +
+      `that arrived after that email_id). ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -201,6 +202,7 @@ export const tools = [
       unread: Schema.optional(Schema.Boolean),
       direction: Schema.optional(Direction),
       from: Schema.optional(SenderPattern),
+      thread_id: Schema.optional(Id("Only this conversation's emails")),
       received_after: Schema.optional(ReceivedBound),
       received_before: Schema.optional(ReceivedBound),
       after: Schema.optional(Id("Only emails that arrived after this email of the mailbox"))
@@ -213,6 +215,7 @@ export const tools = [
           unread: input.unread,
           direction: input.direction,
           from: input.from,
+          threadId: input.thread_id,
           received: { after: input.received_after, before: input.received_before },
           after: input.after
         }))
@@ -673,7 +676,8 @@ export const tools = [
     description:
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail received in a mailbox newer than \`after\` ` +
       "(an email_id; without it, any mail received; the mailbox's own sent mail, such as your replies, does not count " +
-      "unless direction is outbound): answers as soon as some arrives, with the new emails oldest first (at most " +
+      "unless direction is outbound; thread_id and from narrow it to one conversation's or one sender's, so an agent " +
+      "awaits the reply to what it sent): answers as soon as some arrives, with the new emails oldest first (at most " +
       "limit, default 20), or an empty list when the time is up. Call it in a loop instead of polling list_emails, each " +
       "time with after = the last email_id it answered (also one deleted since); when has_more is true, more new mail " +
       `is already waiting and the next call answers at once. ${UNTRUSTED}`,
@@ -685,6 +689,8 @@ export const tools = [
       direction: Schema.optional(Direction).annotations({
         description: "inbound (the default): mail received; outbound: the mailbox's own sent mail"
       }),
+      thread_id: Schema.optional(Id("Only mail of this conversation: the reply to an email sent (its thread_id, with after = its email_id)")),
+      from: Schema.optional(SenderPattern).annotations({ description: "Only mail from this sender: ada@example.com, example.com or *.example.com" }),
       limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "The most emails one answer holds (default 20)" }),
       timeout_seconds: Schema.optional(IntBetween(0, MAX_WAIT_SECONDS)).annotations({
         description: `How long to wait for mail, in seconds (0 to ${MAX_WAIT_SECONDS}, default 30)`
@@ -698,7 +704,9 @@ export const tools = [
         const look = emails.list(principal.userId, input.mailbox_id, page({ limit: input.limit }), { field: "received_at", direction: "asc" }, {
           after: input.after,
           unread: input.unread,
-          direction: input.direction ?? "inbound"
+          direction: input.direction ?? "inbound",
+          threadId: input.thread_id,
+          from: input.from
         })
         const found = yield* arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(input.timeout_seconds ?? 30))
         return { emails: found.emails, total: found.total, has_more: found.total > found.emails.length }
