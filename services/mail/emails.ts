@@ -21,7 +21,7 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import { fromIs, receivedWithin } from "./narrowing.ts"
+import { fromIs, receivedWithin, senderIs } from "./narrowing.ts"
 import { checkRange, type ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
@@ -45,11 +45,13 @@ export interface EmailFilter {
 }
 
 /**
- * Which conversations a thread list shows, judged over all of a thread's emails: some email carries
- * each of `labels`, none carries any of `excludeLabels`, and `unread` some (true) or none (false) of
- * them is unread.
+ * Which conversations a thread list shows, judged over all of a thread's emails: some email is from
+ * `from`, some email carries each of `labels`, none carries any of `excludeLabels`, and `unread` some
+ * (true) or none (false) of them is unread.
  */
 export interface ThreadFilter {
+  /** Only conversations some email of which is from this sender (as `EmailFilter.from`). */
+  readonly from?: Entry | undefined
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
@@ -184,6 +186,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const threadFiltered = (filter: ThreadFilter) =>
       sql.join(" ", false)([
         ...(filter.labels ?? []).map((label) => sql`AND bool_or(${label} = ANY(e.labels))`),
+        filter.from === undefined ? sql`` : sql`AND bool_or(${senderIs(sql, filter.from)})`,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT bool_or(e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.unread === undefined
           ? sql``

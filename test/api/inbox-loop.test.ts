@@ -296,6 +296,10 @@ describe("threads over HTTP", () => {
       latest: { subject: "Re: Lunch?", from: "bob@example.com", snippet: "Tuesday works." }
     })
     expect(listed.data[1]).toMatchObject({ subject: "Unrelated", message_count: 1 })
+    // The conversations with mail from a sender: Bob wrote in one; what names no sender is refused by its field.
+    expect((await threads({ from: "BOB@example.com" })).data?.data.map((thread) => thread.subject)).toEqual(["Lunch?"])
+    const noSender = await threads({ from: "bob@" })
+    expect([noSender.response.status, noSender.error?.error.code, Object.keys(noSender.error?.error.details ?? {})]).toEqual([400, "VALIDATION_ERROR", ["from"]])
     const conversation = await mailroom.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: listed.data[0]!.thread_id } } })
     expect(conversation.data?.data.emails.map((email) => email.subject)).toEqual(["Lunch?", "Re: Lunch?"])
 

@@ -431,6 +431,13 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByText("From nora@example.com").waitFor()
     await expect.poll(() => emails.allTextContents()).toEqual([expect.stringMatching(/^Nora Numbers ?Quarterly numbers/)])
     expect(new URL(page.url()).hash).toMatch(/^#\/mailboxes\/mbx_\w+\?from=nora%40example\.com$/)
+    // Grouped, the conversations with mail from her; the sender stays until taken away.
+    const group = page.getByLabel("Group by conversation")
+    await group.check()
+    const conversations = page.getByRole("list", { name: "Conversations" }).getByRole("link")
+    await expect.poll(() => conversations.allTextContents()).toEqual([expect.stringMatching(/Quarterly numbers/)])
+    expect(new URL(page.url()).hash).toMatch(/^#\/mailboxes\/mbx_\w+\?view=conversations&from=nora%40example\.com$/)
+    await group.uncheck()
     // The 21 reports and the banner are another sender's: back once the sender is taken away (a page of 20).
     await page.getByRole("button", { name: "Every sender's mail" }).click()
     await expect.poll(() => emails.count()).toBe(20)

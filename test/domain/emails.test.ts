@@ -477,14 +477,16 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       const emails = yield* Emails
       const owner = yield* insertUser()
       const mailbox = yield* insertMailbox(owner)
-      const thread = (name: string, ...emailsOf: ReadonlyArray<{ readonly ago: number; readonly labels: ReadonlyArray<string> }>) =>
+      const thread = (name: string, ...emailsOf: ReadonlyArray<{ readonly ago: number; readonly labels: ReadonlyArray<string>; readonly from?: string }>) =>
         Effect.gen(function*() {
           const threadId = uniqueName(`thr_${name}`)
-          for (const email of emailsOf) yield* insertEmail(mailbox, { subject: name, receivedMinutesAgo: email.ago, threadId, labels: email.labels })
+          for (const email of emailsOf) {
+            yield* insertEmail(mailbox, { subject: name, receivedMinutesAgo: email.ago, threadId, labels: email.labels, ...(email.from ? { from: email.from } : {}) })
+          }
           return threadId
         })
       // started first, active last: unread only in its older email; one email labelled spam
-      const long = yield* thread("long", { ago: 90, labels: ["inbound", "unread"] }, { ago: 5, labels: ["inbound", "spam"] })
+      const long = yield* thread("long", { ago: 90, labels: ["inbound", "unread"] }, { ago: 5, labels: ["inbound", "spam"], from: "Bob@Example.org" })
       const middle = yield* thread("middle", { ago: 60, labels: ["inbound"] }, { ago: 20, labels: ["inbound", "sent"] })
       const recent = yield* thread("recent", { ago: 30, labels: ["inbound", "unread", "work"] })
       const names = (
@@ -507,6 +509,9 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       // None of its emails carries any of them.
       expect(yield* names(firstPage, lastActive, { excludeLabels: ["spam"] })).toEqual([[middle, recent], 2])
       expect(yield* names(firstPage, lastActive, { excludeLabels: ["spam", "work"], unread: false })).toEqual([[middle], 1])
+      // Some email of the thread is from the sender (as an email list's from=).
+      expect(yield* names(firstPage, lastActive, { from: parseEntry("bob@example.org") as Entry })).toEqual([[long], 1])
+      expect(yield* names(firstPage, lastActive, { from: parseEntry("example.org") as Entry, unread: false })).toEqual([[], 0])
     }))
 
   it.effect("every mailbox's threads in one list, not another account's nor a deleted mailbox's; another user's mailbox is 404", () =>

@@ -19495,6 +19495,8 @@ export interface operations {
             query?: {
                 /** @description Comma-separated: only threads none of whose emails carries any of these labels */
                 exclude_labels?: string;
+                /** @description Only conversations with mail from this sender (some email of the thread): an address (and its subaddresses), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -21287,6 +21289,8 @@ export interface operations {
             query?: {
                 /** @description Comma-separated: only threads none of whose emails carries any of these labels */
                 exclude_labels?: string;
+                /** @description Only conversations with mail from this sender (some email of the thread): an address (and its subaddresses), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -33753,6 +33757,8 @@ export interface operations {
             query?: {
                 /** @description Comma-separated: only threads none of whose emails carries any of these labels */
                 exclude_labels?: string;
+                /** @description Only conversations with mail from this sender (some email of the thread): an address (and its subaddresses), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
@@ -35302,6 +35308,8 @@ export interface operations {
             query?: {
                 /** @description Comma-separated: only threads none of whose emails carries any of these labels */
                 exclude_labels?: string;
+                /** @description Only conversations with mail from this sender (some email of the thread): an address (and its subaddresses), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
+                from?: string;
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */

@@ -227,7 +227,7 @@ const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefin
 
 /**
  * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&show=unread&page=2`):
- * grouped or not, its sort and what it shows (ones the view offers), the sender its emails are from
+ * grouped or not, its sort and what it shows (ones the view offers), the sender its mail is from
  * (`from`, an email's "All mail from them") and its page.
  */
 const listSettings = () => {
@@ -298,8 +298,8 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [showing, setShowing] = useState(settings.show)
   const shows = grouped ? THREAD_SHOWS : SHOWS
   const show = showOf(shows, showing)
-  // One sender's emails (an email's "All mail from them"), until taken away.
-  const [sender, setSender] = useState(settings.grouped ? "" : settings.from)
+  // One sender's emails, or conversations with mail from them (an email's "All mail from them"), until taken away.
+  const [sender, setSender] = useState(settings.from)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
     `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
@@ -311,14 +311,13 @@ export const MailboxInbox = ({ mailboxId }) => {
     keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, show: show.value, from: sender, page: pageOf(offset) })
   }, [grouped, sort, show, sender, offset])
   // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
-  // counterpart); and what it shows, when conversations can show it (unread), else all of them; and
-  // every sender's (a conversation has no one sender).
+  // counterpart); what it shows, when conversations can show it (unread), else all of them; and the
+  // sender (grouped, the conversations with mail from them).
   const group = (/** @type {boolean} */ on) => {
     setGrouped(on)
     const oldestFirst = sort === "received_at:asc" || sort === "last_received_at:asc"
     setSort(on ? (oldestFirst ? "last_received_at:asc" : "last_received_at:desc") : (oldestFirst ? "received_at:asc" : "received_at:desc"))
     setShowing(showOf(on ? THREAD_SHOWS : SHOWS, showing).value)
-    setSender("")
     setOffset(0)
   }
   const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]

@@ -78,6 +78,10 @@ export const AllEmailListParams = Schema.Struct({
 /** What lists of threads filter by, over all of a thread's emails. */
 export const ThreadListParams = Schema.Struct({
   ...ListParams(threadSortFields).fields,
+  from: Schema.optional(SenderPattern).annotations({
+    description: "Only conversations with mail from this sender (some email of the thread): an address (and its subaddresses), " +
+      "a domain (example.com) or its subdomains (*.example.com); case-insensitive"
+  }),
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads where each of these labels is on some email" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads none of whose emails carries any of these labels" }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))

@@ -242,19 +242,21 @@ export const tools = [
     description:
       "List conversations, the most recently active first: thread_id, subject (its first email's), message_count, " +
       "unread_count, labels (any email's), senders, and latest (its newest email's summary). One mailbox's, or every " +
-      "mailbox's when mailbox_id is left out. Filter over all of a thread's emails: labels (each on some email), " +
-      `exclude_labels (on none), unread (some or none unread). Read one whole with get_thread. ${UNTRUSTED}`,
+      "mailbox's when mailbox_id is left out. Filter over all of a thread's emails: from (a sender of some email: " +
+      "ada@example.com, example.com or *.example.com), labels (each on some email), exclude_labels (on none), unread " +
+      `(some or none unread). Read one whole with get_thread. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
       ...Paging,
+      from: Schema.optional(SenderPattern),
       labels: Schema.optional(Schema.Array(Label)),
       exclude_labels: Schema.optional(Schema.Array(Label)),
       unread: Schema.optional(Schema.Boolean)
     }),
     run: (principal, input) =>
       Effect.flatMap(Emails, (emails) => {
-        const filter = { labels: input.labels, excludeLabels: input.exclude_labels, unread: input.unread }
+        const filter = { from: input.from, labels: input.labels, excludeLabels: input.exclude_labels, unread: input.unread }
         const sort = { field: "last_received_at", direction: "desc" } as const
         return input.mailbox_id === undefined
           ? emails.threadsAll(principal.userId, page(input), sort, { ...filter, mailboxes: Option.getOrUndefined(principal.mailboxes) })
