@@ -47,7 +47,7 @@ const narrowedBy = (found) =>
   ].join("")
 
 export const SearchPage = () => {
-  // The search last made is kept in the page's URL (`?q=…&mailbox=…&weak=1`): back from a result, it is made again.
+  // The search last made is kept in the page's URL (`?q=…&mailbox=…&from=…&since=…&until=…&weak=1`): back from a result, it is made again.
   const [text, setText] = useState(() => pageParams().get("q") ?? "")
   const [mailboxId, setMailboxId] = useState(() => pageParams().get("mailbox") ?? "")
   const [weak, setWeak] = useState(() => pageParams().get("weak") === "1")
