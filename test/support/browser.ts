@@ -5,7 +5,6 @@
  */
 import * as fs from "node:fs"
 import { type Browser, chromium, type Page } from "playwright-core"
-import { afterEach, beforeEach } from "vitest"
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 
@@ -85,24 +84,3 @@ export const signUpWithMailbox = async (
   await page.getByRole("link", { name: account.address }).waitFor()
 }
 
-/**
- * In a suite's describe: a test that fails shows what the server logged meanwhile, and where the page
- * was and what it saw (its console errors and failed requests), since a step that waits in vain says
- * only what it waited for.
- */
-export const tellOnFailure = (
-  server: () => { readonly output: () => string } | undefined,
-  watched: () => WatchedPage | undefined
-): void => {
-  let logged = 0
-  beforeEach(() => {
-    logged = server()?.output().length ?? 0
-  })
-  afterEach(({ task }) => {
-    if (task.result?.state !== "fail") return
-    const during = server()?.output().slice(logged).trim()
-    const page = watched()
-    console.error(`While "${task.name}" ran, the server logged:\n${during ? during.slice(-6000) : "(nothing)"}\n` +
-      `the page was at ${page?.page.url()} and saw: ${JSON.stringify(page?.problems ?? [])}`)
-  })
-}
