@@ -443,6 +443,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Every sender's mail" }).click()
     await expect.poll(() => emails.count()).toBe(20)
     expect(new URL(page.url()).hash).not.toContain("from=")
+    // An address edited by hand to name no sender: said, with the way back (not a "Try again" refused again).
+    const inbox = new URL(page.url()).hash.split("?")[0]!
+    await page.goto(`${server.url}/${inbox}?from=not%20a%20sender`)
+    await page.reload()
+    await page.getByRole("alert").getByText(/^From not a sender: must not contain spaces/).waitFor()
+    expect(takeRefusals(watched, /^400 GET .*from=not/)).not.toEqual([])
+    await page.getByRole("button", { name: "Every sender's mail" }).click()
+    await expect.poll(() => emails.count()).toBe(20)
   })
 
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {

@@ -332,6 +332,9 @@ export const MailboxInbox = ({ mailboxId }) => {
   }, [mailboxId, lookups])
 
   if (mailbox === null || isNotFound(listFailure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
+  // A sender the page's address names that names none (an address edited by hand): said, with the way
+  // back to every sender's mail, instead of a "Try again" that could only be refused again.
+  const senderRefusal = /** @type {any} */ (listFailure)?.code === "VALIDATION_ERROR" ? /** @type {any} */ (listFailure).details?.from : undefined
   const lookUpAgain = () => {
     setLookupFailure(null)
     setLookups(lookups + 1)
@@ -350,7 +353,7 @@ export const MailboxInbox = ({ mailboxId }) => {
       </div>
       <${StatsLine} mailboxId=${mailboxId} />`}
     ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} retryName="Read the mailbox's details again" />`}
-    ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : html`
+    ${listFailure && senderRefusal === undefined ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : html`
       <div class="toolbar">
         <label for="sort">Sort</label>
         <select id="sort" value=${sort} onChange=${(/** @type {any} */ e) => (setSort(e.currentTarget.value), setOffset(0))}>
@@ -362,14 +365,16 @@ export const MailboxInbox = ({ mailboxId }) => {
             onClick=${() => (setSender(""), setOffset(0))}>×</button></span>`}
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
-        ${items && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
+        ${items && senderRefusal === undefined && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
       </div>
-      ${items === null
+      ${senderRefusal !== undefined
+        ? html`<p class="alert" role="alert">From ${sender}: ${senderRefusal}</p>`
+        : items === null
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
         ? html`<p class="muted">${sender === "" ? show.empty : `Nothing from ${sender} here.`}</p>`
         : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
-      ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
+      ${items && senderRefusal === undefined && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
 }
 
