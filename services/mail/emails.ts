@@ -21,21 +21,20 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import { fromIs, receivedWithin, senderIs } from "./narrowing.ts"
-import { checkRange, type ReceivedRange } from "./received-range.ts"
+import { type MailNarrowing, narrowedBy, senderIs } from "./narrowing.ts"
+import { checkRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
-/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction, sender. */
-export interface EmailFilter {
+/**
+ * Which of a mailbox's emails a list shows: those the narrowing keeps (all of `labels`, from `from`: an
+ * address and its subaddresses, a domain, or `*.` a domain's subdomains; `received` within a span), none
+ * of `excludeLabels`, read state, direction, conversation.
+ */
+export interface EmailFilter extends MailNarrowing {
   readonly direction?: Direction | undefined
-  /** Only mail from this sender: an address (and its subaddresses), a domain, or `*.` a domain's subdomains. */
-  readonly from?: Entry | undefined
-  /** Only mail that arrived within this span. */
-  readonly received?: ReceivedRange | undefined
   /** Only this conversation's mail (a reply awaited: with `after`, mail of the thread newer than the one sent). */
   readonly threadId?: string | undefined
-  readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
   /** Only emails that arrived after this email, also one deleted since (wait-for-mail's cursor). */
@@ -142,11 +141,9 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
       sql.join(" ", false)([
-        filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
+        narrowedBy(sql, filter),
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
-        filter.from === undefined ? sql`` : fromIs(sql, filter.from),
-        filter.received === undefined ? sql`` : receivedWithin(sql, filter.received),
         filter.threadId === undefined ? sql`` : sql`AND e.thread_id = ${filter.threadId}`,
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined

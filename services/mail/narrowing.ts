@@ -1,7 +1,7 @@
 /**
  * Conditions on `emails e` that the lists (emails.ts) and search (search/search.ts) narrow mail by
- * alike, each `AND …`: its sender, and when it arrived; and the sender's as an expression, which a
- * list of conversations asks of some email of each (`bool_or`).
+ * alike, each `AND …`: its labels, its sender, and when it arrived (`narrowedBy`); and the sender's as
+ * an expression, which a list of conversations asks of some email of each (`bool_or`).
  */
 import type { SqlClient } from "@effect/sql"
 import { domainToUnicode } from "node:url"
@@ -32,4 +32,24 @@ export const receivedWithin = (sql: SqlClient.SqlClient, { after, before }: Rece
   sql.join(" ", false)([
     after === undefined ? sql`` : sql`AND e.received_at >= ${after}`,
     before === undefined ? sql`` : sql`AND e.received_at < ${before}`
+  ])
+
+/** What narrows mail by its own fields, in lists and search alike. */
+export interface MailNarrowing {
+  /** Every one of these labels. */
+  readonly labels?: ReadonlyArray<string> | undefined
+  readonly from?: Entry | undefined
+  readonly received?: ReceivedRange | undefined
+}
+
+/** Whether `narrowing` leaves out any mail at all. */
+export const narrows = ({ from, labels, received }: MailNarrowing): boolean =>
+  (labels?.length ?? 0) > 0 || from !== undefined || received?.after !== undefined || received?.before !== undefined
+
+/** `narrowing`'s conditions, each `AND …` (none for what it leaves open). */
+export const narrowedBy = (sql: SqlClient.SqlClient, { from, labels, received }: MailNarrowing) =>
+  sql.join(" ", false)([
+    labels !== undefined && labels.length > 0 ? sql`AND e.labels @> ${[...labels]}::text[]` : sql``,
+    from === undefined ? sql`` : fromIs(sql, from),
+    received === undefined ? sql`` : receivedWithin(sql, received)
   ])

@@ -16,7 +16,7 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
-import { fromIs, receivedWithin } from "../mail/narrowing.ts"
+import { narrowedBy, narrows } from "../mail/narrowing.ts"
 import { checkRange } from "../mail/received-range.ts"
 import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
 import type { Direction } from "../mail/schemas.ts"
@@ -150,17 +150,10 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain, input.mailbox_id === undefined ? only : [input.mailbox_id])
         const minScore = input.min_score ?? 0
-        const labels = input.labels && input.labels.length > 0 ? [...input.labels] : undefined
-        const received = { after: input.received_after, before: input.received_before }
         // What narrows by the email's own fields (labels, sender, arrival): the words' ranking within
         // it, and the candidates kept (the nearest by meaning are the whole namespace's).
-        const narrowed = labels !== undefined || input.from !== undefined || received.after !== undefined || received.before !== undefined
-          ? sql.join(" ", false)([
-            labels === undefined ? sql`` : sql`AND e.labels @> ${labels}::text[]`,
-            input.from === undefined ? sql`` : fromIs(sql, input.from),
-            receivedWithin(sql, received)
-          ])
-          : undefined
+        const narrowing = { labels: input.labels, from: input.from, received: { after: input.received_after, before: input.received_before } }
+        const narrowed = narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined
         // As shown (four decimals), so that a result shown at the asked score is kept.
         const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowed)).filter((r) => shownScore(r.score) >= minScore)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may

@@ -1,7 +1,7 @@
 /** The inbox: one mailbox's mail with paging and sort, or the newest mail across all mailboxes; live. */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call, findMailbox, isNotFound, query } from "./api.js"
+import { call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { coalesced, onMail } from "./live.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
@@ -334,7 +334,7 @@ export const MailboxInbox = ({ mailboxId }) => {
   if (mailbox === null || isNotFound(listFailure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
   // A sender the page's address names that names none (an address edited by hand): said, with the way
   // back to every sender's mail, instead of a "Try again" that could only be refused again.
-  const senderRefusal = /** @type {any} */ (listFailure)?.code === "VALIDATION_ERROR" ? /** @type {any} */ (listFailure).details?.from : undefined
+  const senderRefusal = fieldError(listFailure, "from")
   const lookUpAgain = () => {
     setLookupFailure(null)
     setLookups(lookups + 1)

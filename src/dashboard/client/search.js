@@ -4,7 +4,7 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call } from "./api.js"
+import { call, fieldError } from "./api.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { count, counterpart, Field, LoadFailed, MailboxesUnread, useAction, useMailboxChoices, when } from "./ui.js"
 
@@ -22,21 +22,15 @@ const PAGE = 20
  */
 
 /**
- * The moment a day of the reader's own (an `<input type="date">`'s value) starts: "since 1 December"
- * means from the midnight that starts it where the reader is, not in UTC. @param {string} day
+ * The moment a day of the reader's own (an `<input type="date">`'s value) starts, or with `later` the
+ * one so many days after it: "since 1 December" is from the midnight that starts it where the reader
+ * is, not in UTC, and "until 5 December" takes in all of the 5th (before the 6th starts).
+ * @param {string} day @param {number} [later]
  */
-const dayStart = (day) => {
+const dayStart = (day, later = 0) => {
   const [year, month, date] = day.split("-").map(Number)
-  return new Date(year ?? 0, (month ?? 1) - 1, date ?? 1).toISOString()
+  return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + later).toISOString()
 }
-/** The moment the day after `day` starts: "until 5 December" takes in all of the 5th. @param {string} day */
-const dayEnd = (day) => {
-  const [year, month, date] = day.split("-").map(Number)
-  return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + 1).toISOString()
-}
-
-/** The server's word on one field of the search (a sender that names none), shown by that field. @param {any} error @param {string} field */
-const fieldError = (error, field) => (error?.code === "VALIDATION_ERROR" ? error.details?.[field] : undefined)
 
 /** What a search that found nothing was narrowed by, said with it. @param {Found | null} found */
 const narrowedBy = (found) =>
@@ -69,7 +63,7 @@ export const SearchPage = () => {
       ...(asked.mailboxId === "" ? {} : { mailbox_id: asked.mailboxId }),
       ...(asked.from.trim() === "" ? {} : { from: asked.from.trim() }),
       ...(asked.since === "" ? {} : { received_after: dayStart(asked.since) }),
-      ...(asked.until === "" ? {} : { received_before: dayEnd(asked.until) }),
+      ...(asked.until === "" ? {} : { received_before: dayStart(asked.until, 1) }),
       ...(asked.weak ? {} : { min_score: WEAK })
     })
 
