@@ -21,6 +21,8 @@ import {
   COLLECTION_PREFIX,
   collectionName,
   type VectorCollection,
+  type PointDescription,
+  type VectorFilter,
   VectorIndex,
   VectorIndexError,
   type VectorPoint
@@ -63,8 +65,14 @@ const createTable = (sql: SqlClient.SqlClient, table: string, dimensions: number
         domain     text NOT NULL,
         date       timestamptz NOT NULL,
         embedding  ${vectorType(sql, dimensions)} NOT NULL,
+        sender_keys text[],
+        received_at timestamptz,
         PRIMARY KEY (email_id, chunk)
       )`,
+    // Kept since 2026-12: a table of before has them added, its rows without (the search lets those
+    // through until the worker describes them, `undescribed`, which this index finds at once).
+    sql`ALTER TABLE ${sql(table)} ADD COLUMN IF NOT EXISTS sender_keys text[], ADD COLUMN IF NOT EXISTS received_at timestamptz`,
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_undescribed`)} ON ${sql(table)} (email_id) WHERE received_at IS NULL`,
     hnswIndex(sql, table, dimensions),
     sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_namespace`)} ON ${sql(table)} (namespace, mailbox_id)`
   ], { discard: true }).pipe(
@@ -88,19 +96,38 @@ interface Row extends Omit<VectorPoint, "vector"> {
   readonly embedding: string
 }
 
-/** Rows written in one statement, each replacing the one of its email and chunk. */
+/**
+ * Rows written in one statement, each replacing the one of its email and chunk. A row's sender keys
+ * travel as one text, a line each (`unnest` would flatten an array of arrays), none as NULL.
+ */
 const insertRows = (sql: SqlClient.SqlClient, table: string, dimensions: number, rows: ReadonlyArray<Row>) =>
   sql`
-    INSERT INTO ${sql(table)} (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
-    SELECT email_id, chunk, namespace, mailbox_id, domain, date, embedding::${vectorType(sql, dimensions)}
+    INSERT INTO ${sql(table)} (email_id, chunk, namespace, mailbox_id, domain, date, embedding, sender_keys, received_at)
+    SELECT email_id, chunk, namespace, mailbox_id, domain, date, embedding::${vectorType(sql, dimensions)},
+           string_to_array(sender_keys, E'\\n'), received_at
     FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.chunk)}::int[],
                 ${rows.map((r) => r.namespace)}::text[], ${rows.map((r) => r.mailboxId)}::text[],
                 ${rows.map((r) => r.domain)}::text[], ${rows.map((r) => r.date)}::timestamptz[],
-                ${rows.map((r) => r.embedding)}::text[])
-      AS p (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
+                ${rows.map((r) => r.embedding)}::text[], ${rows.map((r) => r.senderKeys?.join("\n") ?? null)}::text[],
+                ${rows.map((r) => r.receivedAt ?? null)}::timestamptz[])
+      AS p (email_id, chunk, namespace, mailbox_id, domain, date, embedding, sender_keys, received_at)
     ON CONFLICT (email_id, chunk) DO UPDATE SET
       namespace = EXCLUDED.namespace, mailbox_id = EXCLUDED.mailbox_id, domain = EXCLUDED.domain,
-      date = EXCLUDED.date, embedding = EXCLUDED.embedding`
+      date = EXCLUDED.date, embedding = EXCLUDED.embedding, sender_keys = EXCLUDED.sender_keys,
+      received_at = EXCLUDED.received_at`
+
+/**
+ * A filter's sender and arrival, `AND …`: met, or let through for the caller to judge when the row
+ * was stored before they were kept (no arrival: every row since has one).
+ */
+const narrowedTo = (sql: SqlClient.SqlClient, { received, senderKey }: VectorFilter) => {
+  const conditions = [
+    ...(senderKey === undefined ? [] : [sql`${senderKey} = ANY(sender_keys)`]),
+    ...(received?.after === undefined ? [] : [sql`received_at >= ${received.after}`]),
+    ...(received?.before === undefined ? [] : [sql`received_at < ${received.before}`])
+  ]
+  return conditions.length === 0 ? sql`` : sql`AND (received_at IS NULL OR (${sql.and(conditions)}))`
+}
 
 /**
  * How a nearest-neighbour search runs: at least `EF_SEARCH` candidates, iterative scans (a filtered
@@ -143,7 +170,7 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly 
           const found = sql<{ emailId: string; distance: number }>`
               SELECT email_id, embedding <=> ${query} AS distance
               FROM ${sql(table)}
-              WHERE namespace = ${filter.namespace} ${mailboxes}
+              WHERE namespace = ${filter.namespace} ${mailboxes} ${narrowedTo(sql, filter)}
               ORDER BY distance
               LIMIT ${rows}`
           if (exact) return Effect.zipRight(sql`SET LOCAL enable_indexscan = off`, found).pipe(sql.withTransaction)
@@ -178,6 +205,26 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly 
         )
       }
 
+      // A row stored before sender and arrival were kept has no arrival (every row since has one).
+      const undescribed = (from: string | undefined, limit: number) =>
+        sql<{ emailId: string }>`
+          SELECT DISTINCT email_id FROM ${sql(table)}
+          WHERE received_at IS NULL ${from === undefined ? sql`` : sql`AND email_id > ${from}`}
+          ORDER BY email_id LIMIT ${limit}`.pipe(
+          Effect.map((rows) => ({
+            emailIds: rows.map((row) => row.emailId),
+            next: rows.length < limit ? undefined : rows[rows.length - 1]!.emailId
+          })),
+          Effect.mapError(failed(`read ${table}`))
+        )
+
+      const describe = (emails: ReadonlyArray<PointDescription>) =>
+        emails.length === 0 ? Effect.void : sql`
+          UPDATE ${sql(table)} t SET sender_keys = string_to_array(d.sender_keys, E'\\n'), received_at = d.received_at
+          FROM unnest(${emails.map((e) => e.emailId)}::text[], ${emails.map((e) => e.senderKeys.join("\n"))}::text[],
+                      ${emails.map((e) => e.receivedAt)}::timestamptz[]) AS d (email_id, sender_keys, received_at)
+          WHERE t.email_id = d.email_id`.pipe(Effect.asVoid, Effect.mapError(failed(`describe vectors in ${table}`)))
+
       const remove = (emailIds: ReadonlyArray<string>) =>
         emailIds.length === 0 ? Effect.void : sql`DELETE FROM ${sql(table)} WHERE email_id = ANY(${[...emailIds]}::text[])`.pipe(
           Effect.asVoid,
@@ -190,7 +237,7 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly 
           Effect.mapError(failed(`count ${table}`))
         )
 
-      return { model, dimensions, upsert, search, remove, count } satisfies VectorCollection
+      return { model, dimensions, upsert, search, undescribed, describe, remove, count } satisfies VectorCollection
     })
 
     const forgetNamespace = (namespace: string) =>

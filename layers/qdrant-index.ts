@@ -24,6 +24,7 @@ import {
   type VectorFilter,
   VectorIndex,
   VectorIndexError,
+  type PointDescription,
   type VectorIndexShape,
   type VectorPoint
 } from "../services/search/vector-index.ts"
@@ -66,7 +67,9 @@ const PAYLOAD_INDEXES: ReadonlyArray<readonly [field: string, schema: Schemas["P
   ["domain", { type: "keyword" }],
   ["date", { type: "datetime" }],
   // Search groups by it and remove filters on it.
-  ["email_id", { type: "keyword" }]
+  ["email_id", { type: "keyword" }],
+  ["sender_keys", { type: "keyword" }],
+  ["received_at", { type: "datetime" }]
 ]
 
 /** Qdrant accepts unsigned integers or UUIDs as point ids: a UUID (v5 layout) from SHA-256 of the key. */
@@ -140,12 +143,32 @@ const vectorSize = (info: Schemas["CollectionInfo"]): number | undefined => {
   return vectors !== undefined && "size" in vectors && typeof vectors.size === "number" ? vectors.size : undefined
 }
 
-const searchFilter = (filter: VectorFilter): Schemas["Filter"] => ({
-  must: [
-    { key: "namespace", match: { value: filter.namespace } },
-    ...(filter.mailboxIds === undefined ? [] : [{ key: "mailbox_id", match: { any: Array.from(filter.mailboxIds) } }])
-  ]
-})
+/** A point stored before sender and arrival were kept has no arrival (every point since has one). */
+const UNDESCRIBED: Schemas["Condition"] = { is_empty: { key: "received_at" } }
+
+/** A filter's sender and arrival, or none. */
+const narrowing = ({ received, senderKey }: VectorFilter): Array<Schemas["FieldCondition"]> => [
+  ...(senderKey === undefined ? [] : [{ key: "sender_keys", match: { value: senderKey } }]),
+  ...(received?.after === undefined && received?.before === undefined ? [] : [{
+    key: "received_at",
+    range: {
+      ...(received.after === undefined ? {} : { gte: received.after.toISOString() }),
+      ...(received.before === undefined ? {} : { lt: received.before.toISOString() })
+    }
+  }])
+]
+
+const searchFilter = (filter: VectorFilter): Schemas["Filter"] => {
+  const narrowed = narrowing(filter)
+  return {
+    must: [
+      { key: "namespace", match: { value: filter.namespace } },
+      ...(filter.mailboxIds === undefined ? [] : [{ key: "mailbox_id", match: { any: Array.from(filter.mailboxIds) } }]),
+      // Met, or let through for the caller to judge when the point was stored without them.
+      ...(narrowed.length === 0 ? [] : [{ should: [UNDESCRIBED, { must: narrowed }] }])
+    ]
+  }
+}
 
 const toPoint = (point: VectorPoint): Schemas["PointStruct"] => ({
   id: pointId(point.emailId, point.chunk),
@@ -156,7 +179,9 @@ const toPoint = (point: VectorPoint): Schemas["PointStruct"] => ({
     namespace: point.namespace,
     mailbox_id: point.mailboxId,
     domain: point.domain,
-    date: point.date.toISOString()
+    date: point.date.toISOString(),
+    ...(point.senderKeys === undefined ? {} : { sender_keys: [...point.senderKeys] }),
+    ...(point.receivedAt === undefined ? {} : { received_at: point.receivedAt.toISOString() })
   }
 })
 
@@ -166,6 +191,7 @@ const invalidPoint = (point: VectorPoint, name: string, dimensions: number): str
     return `vector of email ${point.emailId} chunk ${point.chunk} has ${point.vector.length} dimensions, ${name} holds ${dimensions}`
   }
   if (Number.isNaN(point.date.getTime())) return `email ${point.emailId} has an invalid date`
+  if (point.receivedAt !== undefined && Number.isNaN(point.receivedAt.getTime())) return `email ${point.emailId} has an invalid arrival time`
   return undefined
 }
 
@@ -288,6 +314,41 @@ export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShap
           .sort((a, b) => b.similarity - a.similarity)
       })
 
+      const undescribed = Effect.fn("QdrantIndex.undescribed")(function*(from: string | undefined, limit: number) {
+        const page = yield* onCollection(`read ${name}`, () =>
+          client.scroll(name, {
+            filter: { must: [UNDESCRIBED] },
+            limit,
+            ...(from === undefined ? {} : { offset: from }),
+            with_payload: ["email_id"],
+            with_vector: false
+          }))
+        const emailIds = new Set(page.points.flatMap((point) => {
+          const emailId = point.payload?.email_id
+          return typeof emailId === "string" ? [emailId] : []
+        }))
+        const next = page.next_page_offset
+        return { emailIds: [...emailIds], next: typeof next === "string" || typeof next === "number" ? String(next) : undefined }
+      })
+
+      const describe = Effect.fn("QdrantIndex.describe")(function*(emails: ReadonlyArray<PointDescription>) {
+        yield* Effect.forEach(
+          Arr.chunksOf(emails, UPSERT_BATCH),
+          (batch) =>
+            onCollection(`describe ${batch.length} emails in ${name}`, () =>
+              client.batchUpdate(name, {
+                wait: true,
+                operations: batch.map((email) => ({
+                  set_payload: {
+                    payload: { sender_keys: [...email.senderKeys], received_at: email.receivedAt.toISOString() },
+                    filter: { must: [{ key: "email_id", match: { value: email.emailId } }] }
+                  }
+                }))
+              })),
+          { discard: true }
+        )
+      })
+
       const remove = Effect.fn("QdrantIndex.remove")(function*(emailIds: ReadonlyArray<string>) {
         yield* Effect.forEach(
           Arr.chunksOf(emailIds, DELETE_BATCH),
@@ -307,7 +368,7 @@ export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShap
         return result.count
       })
 
-      return { model, dimensions, upsert, search, remove, count }
+      return { model, dimensions, upsert, search, undescribed, describe, remove, count }
     }
 
     const collection = Effect.fn("QdrantIndex.collection")(function*(model: string, dimensions: number) {

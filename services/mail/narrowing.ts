@@ -24,6 +24,32 @@ export const senderIs = (sql: SqlClient.SqlClient, { entry, type }: Entry) => {
   return sql`(${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
 }
 
+/**
+ * The keys a sender is found by where only keys can be matched (the vector index's points): the
+ * address; the address again at each shorter `+tag` of its local part (`nora+news@…` is also
+ * `nora@…`'s); `@domain`; and `*.parent` for each domain it is a subdomain of. `senderKey(entry)` is
+ * among them exactly when `senderIs(entry)` holds for the address.
+ */
+export const senderKeys = (address: string): ReadonlyArray<string> => {
+  const from = address.toLowerCase()
+  const at = from.lastIndexOf("@")
+  if (at < 1) return []
+  const [local, domain] = [from.slice(0, at), from.slice(at + 1)]
+  const keys = [from, `@${domain}`]
+  for (let plus = local.indexOf("+", 1); plus !== -1; plus = local.indexOf("+", plus + 1)) keys.push(`${local.slice(0, plus)}@${domain}`)
+  for (let dot = domain.indexOf(".", 1); dot !== -1; dot = domain.indexOf(".", dot + 1)) keys.push(`*.${domain.slice(dot + 1)}`)
+  return keys
+}
+
+/** The key of `senderKeys` that an entry's senders have, and no other sender. */
+export const senderKey = ({ entry, type }: Entry): string => {
+  const unicode = (domain: string) => domainToUnicode(domain) || domain
+  if (type === "domain") return `@${unicode(entry)}`
+  if (type === "subdomains") return `*.${unicode(entry.slice("*.".length))}`
+  const at = entry.lastIndexOf("@")
+  return `${entry.slice(0, at)}@${unicode(entry.slice(at + 1))}`
+}
+
 /** `AND` the email's sender is `entry`'s (`senderIs`). */
 export const fromIs = (sql: SqlClient.SqlClient, entry: Entry) => sql`AND ${senderIs(sql, entry)}`
 

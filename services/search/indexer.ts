@@ -18,6 +18,7 @@ import { Cause, Context, Data, Duration, Effect, Layer, Ref, Schedule, Schema } 
 import { Bus, type BusError, type BusMessage, decodeJson, defaultRetryDelay, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
+import { senderKeys } from "../mail/narrowing.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
@@ -129,6 +130,8 @@ interface EmailToIndex {
   readonly subject: string
   readonly textBody: string
   readonly sentAt: Date
+  readonly fromAddress: string
+  readonly receivedAt: Date
   /** Its document's, when it has one: the model its vectors were made with, how many, and how long that took. */
   readonly model: string | null
   readonly chunks: number | null
@@ -188,7 +191,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     const load = (emailIds: ReadonlyArray<string>) =>
       sql<EmailToIndex & { readonly id: string }>`
         SELECT e.id, e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
-               d.model, d.chunks, d.processing_ms
+               e.from_address, e.received_at, d.model, d.chunks, d.processing_ms
         FROM emails e
         JOIN mailboxes m ON m.id = e.mailbox_id
         LEFT JOIN search_documents d ON d.email_id = e.id
@@ -284,6 +287,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
               mailboxId: email.mailboxId,
               domain: email.domain,
               date: email.sentAt,
+              senderKeys: senderKeys(email.fromAddress),
+              receivedAt: email.receivedAt,
               vector
             }))
           ))
@@ -446,7 +451,46 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       return due.length
     })
 
-    return { model: embedder.model, index, refresh, stale, lostVectors, embeddedOf, staleWords, staleWordsCount, reword, forget, purgeDeleted } as const
+    /**
+     * Give the vectors stored before their sender and arrival were kept (2026-12) their email's, so
+     * that a search narrowed to a sender or a time finds that mail by meaning too (until then it is
+     * let through the index's narrowing and judged by the emails: search.ts). One walk through the
+     * index, a page at a time; the vectors of an email gone since are removed. Answers how many
+     * emails it described.
+     */
+    const describeVectors = Effect.fn("Indexer.describeVectors")(function*() {
+      const collection = yield* vectors.collection
+      let described = 0
+      let from: string | undefined
+      do {
+        const page = yield* collection.undescribed(from, PURGE_BATCH)
+        if (page.emailIds.length > 0) {
+          const found = yield* sql<{ id: string; fromAddress: string; receivedAt: Date }>`
+            SELECT id, from_address, received_at FROM emails WHERE id = ANY(${page.emailIds}::text[])`
+          yield* collection.describe(found.map((row) => ({ emailId: row.id, senderKeys: senderKeys(row.fromAddress), receivedAt: row.receivedAt })))
+          const kept = new Set(found.map((row) => row.id))
+          yield* collection.remove(page.emailIds.filter((id) => !kept.has(id)))
+          described += found.length
+        }
+        from = page.next
+      } while (from !== undefined)
+      return described
+    })
+
+    return {
+      model: embedder.model,
+      index,
+      refresh,
+      stale,
+      lostVectors,
+      embeddedOf,
+      staleWords,
+      staleWordsCount,
+      reword,
+      forget,
+      purgeDeleted,
+      describeVectors
+    } as const
   })
 }) {}
 
@@ -467,7 +511,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
+    const { describeVectors, index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -563,6 +607,17 @@ export const IndexerLive = Layer.scopedDiscard(
         )
       ),
       Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
+      Effect.forkScoped
+    )
+    // Once a start: what earlier versions stored without sender and arrival (none after the first).
+    yield* describeVectors().pipe(
+      Effect.tap((described) =>
+        described === 0 ? Effect.void : Effect.logInfo(
+          `Gave the vectors of ${described === 1 ? "1 email" : `${described} emails`} stored by an earlier version their sender and arrival: ` +
+            "a search by meaning narrowed to a sender or a time now finds them in the index itself"
+        )
+      ),
+      Effect.catchAllCause((cause) => health.report("Could not give the vector index's older vectors their sender and arrival; the next start tries again", cause)),
       Effect.forkScoped
     )
     // Vectors the index lost: said at start and every PURGE_EVERY after, until reindexing embeds them again.

@@ -13,6 +13,7 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Clock, Context, Effect } from "effect"
+import { type MailNarrowing, narrowedBy, narrows, senderKey as senderKeyOf } from "../mail/narrowing.ts"
 import { capInput } from "./embedder.ts"
 import { searchableText, wordForm } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
@@ -498,12 +499,19 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       })
 
     /** The nearest emails by meaning; none for a query the model takes no meaning from (embedder.ts `reads`). */
-    const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, depth: number) =>
+    const byMeaning = (
+      userId: string,
+      query: string,
+      mailboxIds: ReadonlyArray<string> | undefined,
+      depth: number,
+      narrowing: MailNarrowing | undefined
+    ) =>
       Effect.gen(function*() {
         if (!embedder.reads(capInput(query, embedder.maxInputChars))) return []
         const vector = yield* embedQuery(query)
         const collection = yield* vectors.collection
-        return yield* collection.search(vector, { namespace: userId, mailboxIds }, depth)
+        const senderKey = narrowing?.from === undefined ? undefined : senderKeyOf(narrowing.from)
+        return yield* collection.search(vector, { namespace: userId, mailboxIds, senderKey, received: narrowing?.received }, depth)
       })
 
     /**
@@ -511,10 +519,11 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * best first, with its score. Hybrid search without meaning is still a good search: an
      * embedder or vector index outage narrows it to words instead of failing it.
      *
-     * `narrowed`, conditions on the emails (`emails e`, each `AND …`: labels, sender, arrival), keeps
-     * the words' ranking to the mail meeting them before it is cut at `depth`, so that a sender's email
-     * holding the words is found however many others hold them too (read from the database, not the
-     * memory). The nearest by meaning are not narrowed: the caller keeps those meeting them.
+     * `narrowing` (labels, sender, arrival) keeps the words' ranking to the mail meeting it before it
+     * is cut at `depth`, so that a sender's email holding the words is found however many others hold
+     * them too (read from the database, not the memory); and the nearest by meaning to mail of its
+     * sender and arrival (the vector index keeps both with each point), but not to its labels, which
+     * change: the caller keeps the candidates meeting it all.
      */
     const rank = (
       userId: string,
@@ -522,9 +531,10 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mode: SearchMode,
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions = DEFAULT_RANKING,
-      narrowed?: Statement.Fragment
+      narrowing?: MailNarrowing
     ) =>
       Effect.gen(function*() {
+        const narrowed = narrowing !== undefined && narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined
         // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é"; its
         // words as mail's are indexed (documents.ts wordForm): "munchen" finds "München", "東京" 東京都庁.
         const words = searchableText(query)
@@ -533,8 +543,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           mode === "text"
             ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
             : mode === "vector"
-            ? byMeaning(userId, words, mailboxIds, CANDIDATES)
-            : byMeaning(userId, words, mailboxIds, options.vectorDepth).pipe(
+            ? byMeaning(userId, words, mailboxIds, CANDIDATES, narrowing)
+            : byMeaning(userId, words, mailboxIds, options.vectorDepth, narrowing).pipe(
               Effect.catchTags({
                 EmbedderError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), []),
                 VectorIndexError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), [])

@@ -150,12 +150,12 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain, input.mailbox_id === undefined ? only : [input.mailbox_id])
         const minScore = input.min_score ?? 0
-        // What narrows by the email's own fields (labels, sender, arrival): the words' ranking within
-        // it, and the candidates kept (the nearest by meaning are the whole namespace's).
+        // What narrows by the email's own fields (labels, sender, arrival): the ranking within it
+        // (ranker.ts; the nearest by meaning not by labels), and the candidates kept.
         const narrowing = { labels: input.labels, from: input.from, received: { after: input.received_after, before: input.received_before } }
         const narrowed = narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined
         // As shown (four decimals), so that a result shown at the asked score is kept.
-        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowed)).filter((r) => shownScore(r.score) >= minScore)
+        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowing)).filter((r) => shownScore(r.score) >= minScore)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
         // reads the requested page of them, bodies for that page only. Which candidates are readable

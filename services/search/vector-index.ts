@@ -10,6 +10,7 @@
  * similarity of its best chunk.
  */
 import { Context, Data, type Effect } from "effect"
+import type { ReceivedRange } from "../mail/received-range.ts"
 
 export class VectorIndexError extends Data.TaggedError("VectorIndexError")<{
   readonly message: string
@@ -24,6 +25,12 @@ export interface VectorPoint {
   readonly mailboxId: string
   readonly domain: string
   readonly date: Date
+  /**
+   * The sender's keys (mail/narrowing.ts `senderKeys`) and when the email arrived, which a search
+   * narrows by. Points stored before these were kept have neither.
+   */
+  readonly senderKeys?: ReadonlyArray<string> | undefined
+  readonly receivedAt?: Date | undefined
   /** Unit length, the collection's dimension. */
   readonly vector: Float32Array
 }
@@ -32,12 +39,32 @@ export interface VectorFilter {
   readonly namespace: string
   /** Only these mailboxes (given when a search is restricted to a domain). */
   readonly mailboxIds?: ReadonlyArray<string> | undefined
+  /**
+   * Only senders with this key (mail/narrowing.ts `senderKey`), and only mail that arrived within
+   * this span. A point stored without its sender or arrival is let through either: the caller
+   * keeps what meets them (search.ts reads the emails).
+   */
+  readonly senderKey?: string | undefined
+  readonly received?: ReceivedRange | undefined
 }
 
 export interface VectorHit {
   readonly emailId: string
   /** Cosine similarity of the email's best chunk, -1..1. */
   readonly similarity: number
+}
+
+/** An email's sender keys and arrival, for the points stored without them (`VectorCollection.describe`). */
+export interface PointDescription {
+  readonly emailId: string
+  readonly senderKeys: ReadonlyArray<string>
+  readonly receivedAt: Date
+}
+
+/** A page of `VectorCollection.undescribed`: emails, and where the next page starts (none: the last). */
+export interface UndescribedPage {
+  readonly emailIds: ReadonlyArray<string>
+  readonly next: string | undefined
 }
 
 export interface VectorCollection {
@@ -55,6 +82,14 @@ export interface VectorCollection {
     limit: number,
     options?: { readonly exact?: boolean }
   ) => Effect.Effect<ReadonlyArray<VectorHit>, VectorIndexError>
+  /**
+   * Emails with points stored before their sender and arrival were kept, a page at a time: from the
+   * start, then from the page's `next`, in the index's own order: every such email at least once a
+   * walk (one whose points straddle two pages is on both).
+   */
+  readonly undescribed: (from: string | undefined, limit: number) => Effect.Effect<UndescribedPage, VectorIndexError>
+  /** Give every point of these emails its sender keys and arrival (leaving its vector as it is). */
+  readonly describe: (emails: ReadonlyArray<PointDescription>) => Effect.Effect<void, VectorIndexError>
   /** Remove every point of these emails. */
   readonly remove: (emailIds: ReadonlyArray<string>) => Effect.Effect<void, VectorIndexError>
   /** Points stored for a namespace (or all). */

@@ -275,6 +275,30 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       }), indexerWith(hashedWordsEmbedder("words-lost")))
     }))
 
+  it.effect("gives the vectors an earlier version stored their email's sender and arrival; an email gone since loses its vectors", () =>
+    Effect.gen(function*() {
+      yield* accountWithMailbox("old", "old-vectors")
+      yield* noteIn("old", "eml_old1", "The quarterly report is ready.")
+      yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        const vectors = yield* Effect.flatMap(Vectors, (v) => v.collection)
+        // As an earlier version stored them: no sender or arrival; one of an email deleted since.
+        const vector = hashedVector("The quarterly report is ready.")
+        const stored = { chunk: 0, namespace: "usr_old", mailboxId: "mbx_old", domain: "agents.localhost", date: new Date(), vector }
+        yield* vectors.upsert([{ emailId: "eml_old1", ...stored }, { emailId: "eml_deleted", ...stored }])
+        const nora = (namespace: string) => vectors.search(vector, { namespace, senderKey: "nora@example.org" }, 10)
+        expect((yield* nora("usr_old")).map((hit) => hit.emailId).sort()).toEqual(["eml_deleted", "eml_old1"])
+        expect(yield* indexer.describeVectors()).toBe(1)
+        expect(yield* vectors.undescribed(undefined, 10)).toEqual({ emailIds: [], next: undefined })
+        expect(yield* nora("usr_old")).toEqual([])
+        const sender = yield* vectors.search(vector, { namespace: "usr_old", senderKey: "@example.com" }, 10)
+        expect(sender.map((hit) => hit.emailId)).toEqual(["eml_old1"])
+        expect(yield* vectors.count("usr_old")).toBe(1)
+        // Nothing left to describe: the next start's walk is one empty page.
+        expect(yield* indexer.describeVectors()).toBe(0)
+      }), indexerWith(hashedWordsEmbedder("words-described")))
+    }))
+
   it.effect("refreshes an email afresh, words and vectors: an attachment readable since it was indexed is then found by its words", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

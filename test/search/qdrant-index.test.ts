@@ -113,7 +113,9 @@ const specifics = (backend: Backend) =>
           mailbox_id: "keyword",
           domain: "keyword",
           date: "datetime",
-          email_id: "keyword"
+          email_id: "keyword",
+          sender_keys: "keyword",
+          received_at: "datetime"
         })
         expect(schema.namespace?.params).toMatchObject({ is_tenant: true })
       }))
@@ -126,7 +128,7 @@ const specifics = (backend: Backend) =>
         yield* Effect.promise(() => client.createCollection(name, { vectors: { size: DIMS, distance: "Cosine" } }))
         yield* index.collection(model, DIMS)
         const info = yield* Effect.promise(() => client.getCollection(name))
-        expect(Object.keys(info.payload_schema).sort()).toEqual(["date", "domain", "email_id", "mailbox_id", "namespace"])
+        expect(Object.keys(info.payload_schema).sort()).toEqual(["date", "domain", "email_id", "mailbox_id", "namespace", "received_at", "sender_keys"])
       }))
 
     it.scopedLive("fails when the collection holds vectors of another size, naming it and both sizes", () =>
@@ -209,14 +211,16 @@ describe("requests sent to Qdrant", () => {
         on_disk_payload: false
       })
       const indexes = requestsTo(fake, "PUT", /\/index$/)
-      expect(indexes.map((request) => request.path)).toEqual(Array(5).fill(`/collections/${name}/index`))
-      expect(indexes.map((request) => request.query.wait)).toEqual(Array(5).fill("true"))
+      expect(indexes.map((request) => request.path)).toEqual(Array(7).fill(`/collections/${name}/index`))
+      expect(indexes.map((request) => request.query.wait)).toEqual(Array(7).fill("true"))
       expect(Object.fromEntries(indexes.map((request) => [bodyOf(request).field_name, bodyOf(request).field_schema]))).toEqual({
         namespace: { type: "keyword", is_tenant: true },
         mailbox_id: { type: "keyword" },
         domain: { type: "keyword" },
         date: { type: "datetime" },
-        email_id: { type: "keyword" }
+        email_id: { type: "keyword" },
+        sender_keys: { type: "keyword" },
+        received_at: { type: "datetime" }
       })
     }))
 
@@ -241,7 +245,7 @@ describe("requests sent to Qdrant", () => {
       fake.raceOnCreate = true
       const collection = yield* index.collection(model, DIMS)
       expect(requestsTo(fake, "PUT", /^\/collections\/[^/]+$/)).toHaveLength(1)
-      expect(fake.collections.get(collectionName(model, DIMS))?.payloadSchema.size).toBe(5)
+      expect(fake.collections.get(collectionName(model, DIMS))?.payloadSchema.size).toBe(7)
       yield* collection.upsert([point("email-1", 0, 0.5)])
       expect(yield* collection.count()).toBe(1)
     }))
@@ -266,7 +270,8 @@ describe("requests sent to Qdrant", () => {
     Effect.gen(function*() {
       const { fake, index, model } = yield* fakeSetup
       const collection = yield* index.collection(model, DIMS)
-      yield* collection.upsert(Array.from({ length: 600 }, (_, i) => point(`email-${i >> 1}`, i % 2, 0.5)))
+      yield* collection.upsert(Array.from({ length: 600 }, (_, i) =>
+        point(`email-${i >> 1}`, i % 2, 0.5, i === 0 ? { senderKeys: ["nora@example.org", "@example.org"], receivedAt: new Date("2026-12-01T09:00:00Z") } : {})))
       const upserts = requestsTo(fake, "PUT", /\/points$/)
       expect(upserts.map((request) => (bodyOf(request).points as Array<unknown>).length)).toEqual([256, 256, 88])
       expect(upserts.map((request) => request.query.wait)).toEqual(["true", "true", "true"])
@@ -280,9 +285,13 @@ describe("requests sent to Qdrant", () => {
           namespace: "ns-a",
           mailbox_id: "mb-1",
           domain: "a.example",
-          date: "2025-01-02T03:04:05.000Z"
+          date: "2025-01-02T03:04:05.000Z",
+          sender_keys: ["nora@example.org", "@example.org"],
+          received_at: "2026-12-01T09:00:00.000Z"
         }
       })
+      // A point without them (the contract's own) carries neither.
+      expect(Object.keys(((bodyOf(upserts[0]).points as Array<Record<string, unknown>>)[1]!).payload as object)).not.toContain("sender_keys")
       expect(QdrantIndex.pointId("email-0", 0)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
       expect(QdrantIndex.pointId("email-0", 0)).toBe(QdrantIndex.pointId("email-0", 0))
       expect(QdrantIndex.pointId("email-0", 1)).not.toBe(QdrantIndex.pointId("email-0", 0))
@@ -295,6 +304,11 @@ describe("requests sent to Qdrant", () => {
       yield* collection.search(QUERY, { namespace: "ns-a" }, 10)
       yield* collection.search(QUERY, { namespace: "ns-a", mailboxIds: ["mb-1", "mb-2"] }, 100)
       yield* collection.search(QUERY, { namespace: "ns-a" }, 10, { exact: true })
+      yield* collection.search(QUERY, {
+        namespace: "ns-a",
+        senderKey: "*.example.org",
+        received: { after: new Date("2026-12-01T00:00:00Z"), before: new Date("2026-12-02T00:00:00Z") }
+      }, 10)
       const searches = requestsTo(fake, "POST", /\/points\/query\/groups$/).map(bodyOf)
       expect(searches[0]).toEqual({
         query: Array.from(QUERY),
@@ -314,6 +328,23 @@ describe("requests sent to Qdrant", () => {
         limit: 100
       })
       expect(searches[2]?.params).toEqual({ exact: true })
+      // Sender and arrival: met, or the point was stored before they were kept (it has no arrival).
+      expect(searches[3]?.filter).toEqual({
+        must: [
+          { key: "namespace", match: { value: "ns-a" } },
+          {
+            should: [
+              { is_empty: { key: "received_at" } },
+              {
+                must: [
+                  { key: "sender_keys", match: { value: "*.example.org" } },
+                  { key: "received_at", range: { gte: "2026-12-01T00:00:00.000Z", lt: "2026-12-02T00:00:00.000Z" } }
+                ]
+              }
+            ]
+          }
+        ]
+      })
     }))
 
   it.scopedLive("answers an empty mailbox list with no hits, without asking Qdrant", () =>

@@ -5,10 +5,10 @@
  * feedback (the product's default) it is not found by words. The embedder is a small
  * deterministic one (hashed words): what is tested is the word ranking's SQL.
  */
-import { SqlClient, type Statement } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { fromIs } from "../../services/mail/narrowing.ts"
+import type { MailNarrowing } from "../../services/mail/narrowing.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
 import { testDatabase } from "../support/database.ts"
 import { indexedMail, otherTopics, rankerAndIndexer } from "../support/search-services.ts"
@@ -100,8 +100,8 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker, narrowed", (it) => {
       yield* indexedMail(reports)
       const sql = yield* SqlClient.SqlClient
       const ranker = yield* Ranker
-      const ranking = (depth: number, narrowed?: Statement.Fragment) =>
-        Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth }, narrowed), (ranked) => ranked.map((r) => r.emailId))
+      const ranking = (depth: number, narrowing?: MailNarrowing) =>
+        Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth }, narrowing), (ranked) => ranked.map((r) => r.emailId))
       const whole = yield* ranking(10)
       expect(whole.slice().sort()).toEqual(["eml_1", "eml_2", "eml_3"])
       // The last of them (below the others' score) is Ann's: cut at one, the ranking holds another; narrowed to Ann's mail, hers.
@@ -109,11 +109,42 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker, narrowed", (it) => {
       yield* sql`UPDATE emails SET from_address = 'Ann@Example.org' WHERE id = ${anns}`
       const cut = yield* ranking(1)
       expect([cut.length, cut.includes(anns)]).toEqual([1, false])
-      expect(yield* ranking(1, fromIs(sql, { entry: "ann@example.org", type: "address" }))).toEqual([anns])
-      expect(yield* ranking(10, fromIs(sql, { entry: "example.net", type: "domain" }))).toEqual([])
+      const ann = { from: { entry: "ann@example.org", type: "address" } } as const
+      expect(yield* ranking(1, ann)).toEqual([anns])
+      expect(yield* ranking(10, { from: { entry: "example.net", type: "domain" } })).toEqual([])
+      // Labels the same way.
+      yield* sql`UPDATE emails SET labels = ${["kept"]} WHERE id = ${anns}`
+      expect(yield* ranking(1, { labels: ["kept"] })).toEqual([anns])
       // The memory's reading would not see the condition: a narrowed ranking reads the database.
-      expect(yield* Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth: 1, reading: "memory" }, sql`AND e.id = ${anns}`),
+      expect(yield* Effect.map(ranker.rank("usr_1", "report", "text", undefined, { ...DEFAULT_RANKING, depth: 1, reading: "memory" }, ann),
         (ranked) => ranked.map((r) => r.emailId))).toEqual([anns])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
+
+layer(testDatabase, { timeout: "60 seconds" })("Ranker, narrowed by meaning", (it) => {
+  it.effect("the nearest by meaning are the narrowing sender's and arrival's, as the vector index holds them", () =>
+    Effect.gen(function*() {
+      yield* indexedMail([
+        ["eml_1", "Quarterly report", "The report is attached, with the budget.", "Nora+Reports@Example.org"],
+        ["eml_2", "Report draft", "A draft of the report and the budget.", "ann@eu.example.org"],
+        ["eml_3", "Report review", "Please review the report and its budget.", "bob@example.net"],
+        ...otherTopics
+      ])
+      const ranker = yield* Ranker
+      const nearest = (narrowing?: MailNarrowing) =>
+        Effect.map(ranker.rank("usr_1", "report budget", "vector", undefined, DEFAULT_RANKING, narrowing), (ranked) => ranked.map((r) => r.emailId).sort())
+      // Unnarrowed, mail of other senders is among the nearest too.
+      expect(yield* nearest()).toEqual(expect.arrayContaining(["eml_1", "eml_2", "eml_3", "eml_4"]))
+      expect(yield* nearest({ from: { entry: "nora@example.org", type: "address" } })).toEqual(["eml_1"])
+      expect(yield* nearest({ from: { entry: "nora+reports@example.org", type: "address" } })).toEqual(["eml_1"])
+      expect(yield* nearest({ from: { entry: "nora+other@example.org", type: "address" } })).toEqual([])
+      expect(yield* nearest({ from: { entry: "example.org", type: "domain" } })).toEqual(["eml_1"])
+      expect(yield* nearest({ from: { entry: "*.example.org", type: "subdomains" } })).toEqual(["eml_2"])
+      const tomorrow = new Date(Date.now() + 86_400_000)
+      expect(yield* nearest({ received: { after: tomorrow } })).toEqual([])
+      expect(yield* nearest({ from: { entry: "example.net", type: "domain" }, received: { before: tomorrow } })).toEqual(["eml_3"])
+      // Labels change after indexing: the index does not hold them, the caller keeps the labelled.
+      expect((yield* nearest({ labels: ["none-such"] })).length).toBeGreaterThan(1)
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
 

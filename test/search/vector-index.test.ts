@@ -24,6 +24,7 @@ import * as Postgres from "../../layers/postgres.ts"
 import * as QdrantIndex from "../../layers/qdrant-index.ts"
 import {
   collectionName,
+  type VectorFilter,
   type VectorHit,
   VectorIndex,
   VectorIndexError,
@@ -32,7 +33,7 @@ import {
 } from "../../services/search/vector-index.ts"
 import { startFakeQdrant } from "../support/fake-qdrant.ts"
 import { adminDatabaseUrl, createDatabase, createDataDir, uniqueName } from "../support/services.ts"
-import { DIMS, point, QUERY } from "../support/vector-points.ts"
+import { at, DIMS, point, QUERY } from "../support/vector-points.ts"
 
 // ---------------------------------------------------------------------------------------------
 // The adapters
@@ -341,6 +342,102 @@ const contract = (adapter: Adapter) =>
           expect(yield* search("ns-b")).toEqual(["email-3"])
           expect(yield* search("ns-c")).toEqual([])
         }
+      }))
+
+    it.scoped("narrows to a sender's key and a span of arrival, letting through points stored without them", () =>
+      Effect.gen(function*() {
+        const { index, model } = yield* setup
+        const collection = yield* index.collection(model, DIMS)
+        const day = (d: number) => new Date(Date.UTC(2026, 11, d))
+        yield* collection.upsert([
+          point("email-1", 0, 0.9, { senderKeys: ["nora@example.org", "@example.org"], receivedAt: day(1) }),
+          point("email-1", 1, 0.2, { senderKeys: ["nora@example.org", "@example.org"], receivedAt: day(1) }),
+          point("email-2", 0, 0.8, { senderKeys: ["ann@eu.example.org", "@eu.example.org", "*.example.org"], receivedAt: day(3) }),
+          point("email-3", 0, 0.7, { senderKeys: [], receivedAt: day(5) }),
+          // Stored before sender and arrival were kept: neither is known.
+          point("email-4", 0, 0.6),
+          point("email-5", 0, 0.95, { namespace: "ns-b", senderKeys: ["nora@example.org"], receivedAt: day(1) })
+        ])
+        for (const exact of [false, true]) {
+          const search = (narrowing: Partial<VectorFilter>) =>
+            collection.search(QUERY, { namespace: "ns-a", ...narrowing }, 10, { exact }).pipe(Effect.map(emails))
+          expect(yield* search({})).toEqual(["email-1", "email-2", "email-3", "email-4"])
+          expect(yield* search({ senderKey: "nora@example.org" })).toEqual(["email-1", "email-4"])
+          expect(yield* search({ senderKey: "*.example.org" })).toEqual(["email-2", "email-4"])
+          expect(yield* search({ senderKey: "@example.net" })).toEqual(["email-4"])
+          // At or after its start, before its end.
+          expect(yield* search({ received: { after: day(3) } })).toEqual(["email-2", "email-3", "email-4"])
+          expect(yield* search({ received: { before: day(3) } })).toEqual(["email-1", "email-4"])
+          expect(yield* search({ received: { after: day(2), before: day(5) } })).toEqual(["email-2", "email-4"])
+          expect(yield* search({ senderKey: "@example.org", received: { after: day(2) } })).toEqual(["email-4"])
+          expect(yield* search({ mailboxIds: ["mb-1"], senderKey: "nora@example.org", received: { before: day(2) } })).toEqual(["email-1", "email-4"])
+        }
+        // Stored again with them, the point is judged by them.
+        yield* collection.upsert([point("email-4", 0, 0.6, { senderKeys: ["bob@example.net", "@example.net"], receivedAt: day(9) })])
+        expect(emails(yield* collection.search(QUERY, { namespace: "ns-a", senderKey: "nora@example.org" }, 10))).toEqual(["email-1"])
+        expect(emails(yield* collection.search(QUERY, { namespace: "ns-a", senderKey: "@example.net" }, 10))).toEqual(["email-4"])
+      }))
+
+    it.scoped("walks the emails whose points lack sender and arrival, a page at a time, and describes them", () =>
+      Effect.gen(function*() {
+        const { index, model } = yield* setup
+        const collection = yield* index.collection(model, DIMS)
+        const old = Array.from({ length: 7 }, (_, i) => `email-old-${i}`)
+        yield* collection.upsert([
+          ...old.flatMap((emailId, i) => (i % 2 === 0 ? [0, 1] : [0]).map((chunk) => point(emailId, chunk, 0.5 + i / 100))),
+          point("email-new", 0, 0.9, { senderKeys: ["nora@example.org"], receivedAt: new Date("2026-12-01T00:00:00Z") }),
+          point("email-other", 0, 0.9, { namespace: "ns-b", senderKeys: [], receivedAt: new Date("2026-12-01T00:00:00Z") })
+        ])
+        const walk = Effect.gen(function*() {
+          const seen = new Set<string>()
+          let from: string | undefined
+          let pages = 0
+          do {
+            const page = yield* collection.undescribed(from, 3)
+            page.emailIds.forEach((id) => seen.add(id))
+            from = page.next
+            pages++
+          } while (from !== undefined && pages < 20)
+          return { seen: [...seen].sort(), pages }
+        })
+        const first = yield* walk
+        expect(first.seen).toEqual(old)
+        expect(first.pages).toBeGreaterThan(1)
+        yield* collection.describe(old.map((emailId, i) => ({
+          emailId,
+          senderKeys: i < 2 ? ["nora@example.org", "@example.org"] : ["bob@example.net"],
+          receivedAt: new Date(`2026-11-0${i + 1}T00:00:00Z`)
+        })))
+        expect(yield* walk).toEqual({ seen: [], pages: 1 })
+        // Every chunk judged by what it was given; the vectors as they were.
+        const found = yield* collection.search(QUERY, { namespace: "ns-a", senderKey: "nora@example.org" }, 10)
+        expectHits(found, [["email-new", 0.9], ["email-old-1", 0.51], ["email-old-0", 0.5]])
+        expect(emails(yield* collection.search(QUERY, { namespace: "ns-a", received: { after: new Date("2026-11-06T00:00:00Z") } }, 10)))
+          .toEqual(["email-new", "email-old-6", "email-old-5"])
+        yield* collection.describe([])
+      }))
+
+    it.scoped("pgvector: a collection's table of before gains sender and arrival, its rows let through a narrowed search", () =>
+      Effect.gen(function*() {
+        const { index, model, store } = yield* setup
+        if (store.sql === undefined) return
+        const sql = store.sql
+        const table = collectionName(model, DIMS)
+        yield* sql`CREATE EXTENSION IF NOT EXISTS vector`
+        // The table as versions before 2026-12 made it, with one of their rows.
+        yield* sql`CREATE TABLE ${sql(table)} (email_id text NOT NULL, chunk integer NOT NULL, namespace text NOT NULL,
+                     mailbox_id text NOT NULL, domain text NOT NULL, date timestamptz NOT NULL,
+                     embedding vector(${sql.literal(String(DIMS))}) NOT NULL, PRIMARY KEY (email_id, chunk))`
+        yield* sql`INSERT INTO ${sql(table)} VALUES ('email-old', 0, 'ns-a', 'mb-1', 'a.example', now(), ${`[${Array.from(at(0.5)).join(",")}]`})`
+        const collection = yield* index.collection(model, DIMS)
+        yield* collection.upsert([point("email-new", 0, 0.9, { senderKeys: ["bob@example.net"], receivedAt: new Date("2026-12-01T00:00:00Z") })])
+        const search = (filter: Partial<VectorFilter>) => collection.search(QUERY, { namespace: "ns-a", ...filter }, 10).pipe(Effect.map(emails))
+        expect(yield* search({ senderKey: "bob@example.net" })).toEqual(["email-new", "email-old"])
+        expect(yield* search({ senderKey: "ann@example.net" })).toEqual(["email-old"])
+        expect(yield* search({ received: { after: new Date("2026-12-02T00:00:00Z") } })).toEqual(["email-old"])
+        const stored = yield* sql<{ emailId: string; senderKeys: ReadonlyArray<string> | null }>`
+          SELECT email_id, sender_keys FROM ${sql(table)} ORDER BY email_id`
+        expect(stored).toEqual([{ emailId: "email-new", senderKeys: ["bob@example.net"] }, { emailId: "email-old", senderKeys: null }])
       }))
 
     it.scoped("answers the true nearest emails of a namespace, exact and approximate alike", () =>

@@ -102,7 +102,7 @@ describe.skipIf(mode !== "embedded")("vectors apart from the embedded database",
         Effect.gen(function*() {
           const sql = Context.get(context, SqlClient.SqlClient)
           expect(yield* collectionTables(sql)).toEqual([table, wide].sort())
-          expect(yield* indexesOf(sql, table)).toEqual([`${table}_hnsw`, `${table}_namespace`, `${table}_pkey`])
+          expect(yield* indexesOf(sql, table)).toEqual([`${table}_hnsw`, `${table}_namespace`, `${table}_pkey`, `${table}_undescribed`])
           const dates = yield* sql<{ date: Date }>`SELECT date FROM ${sql(table)} WHERE email_id = ${pointOf(40).emailId}`
           expect(dates.map((row) => row.date.toISOString())).toEqual([pointOf(40).date.toISOString()])
         }))

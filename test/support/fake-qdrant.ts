@@ -78,24 +78,55 @@ const normalize = (vector: ReadonlyArray<number>) => {
 
 const dot = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => a.reduce((sum, x, i) => sum + x * b[i]!, 0)
 
-/** Qdrant's filter semantics for the conditions the adapter may send; anything else is refused. */
+/** A datetime as Qdrant compares one (RFC 3339), or a refusal. */
+const moment = (value: unknown, what: string): number => {
+  const time = typeof value === "string" ? Date.parse(value) : Number.NaN
+  if (Number.isNaN(time)) throw new HttpError(400, `Format error: ${what} is not a datetime`)
+  return time
+}
+
+/** One field condition: a payload array meets it when any of its values does (as in Qdrant). */
+const meets = (payload: Record<string, unknown>, condition: Record<string, unknown>): boolean => {
+  if (isRecord(condition.is_empty) && typeof condition.is_empty.key === "string") {
+    const value = payload[condition.is_empty.key]
+    return value === undefined || value === null || (Array.isArray(value) && value.length === 0)
+  }
+  if (typeof condition.key !== "string") throw new HttpError(400, `fake Qdrant: condition ${JSON.stringify(condition)} not implemented`)
+  const stored = payload[condition.key]
+  const values: ReadonlyArray<unknown> = Array.isArray(stored) ? stored : stored === undefined ? [] : [stored]
+  const { match, range } = condition
+  if (isRecord(match) && "value" in match) return values.includes(match.value)
+  if (isRecord(match) && Array.isArray(match.any)) return values.some((value) => (match.any as Array<unknown>).includes(value))
+  if (isRecord(range)) {
+    const bounds = Object.entries(range).map(([op, bound]) => {
+      if (!["gt", "gte", "lt", "lte"].includes(op)) throw new HttpError(400, `fake Qdrant: range ${op} not implemented`)
+      return [op, moment(bound, `range.${op}`)] as const
+    })
+    return values.some((value) => {
+      if (typeof value !== "string") return false
+      const at = Date.parse(value)
+      return bounds.every(([op, bound]) => op === "gt" ? at > bound : op === "gte" ? at >= bound : op === "lt" ? at < bound : at <= bound)
+    })
+  }
+  throw new HttpError(400, `fake Qdrant: condition ${JSON.stringify(condition)} not implemented`)
+}
+
+/** Qdrant's filter semantics for the clauses and conditions the adapter may send; anything else is refused. */
 const matches = (payload: Record<string, unknown>, filter: unknown): boolean => {
   if (filter === undefined || filter === null) return true
   if (!isRecord(filter)) throw new HttpError(400, "Format error: filter")
+  const clause = (key: string): ReadonlyArray<unknown> =>
+    filter[key] === undefined ? [] : Array.isArray(filter[key]) ? filter[key] : [filter[key]]
   for (const key of Object.keys(filter)) {
-    if (key !== "must") throw new HttpError(400, `fake Qdrant: filter clause ${key} not implemented`)
+    if (key !== "must" && key !== "should") throw new HttpError(400, `fake Qdrant: filter clause ${key} not implemented`)
   }
-  const must = Array.isArray(filter.must) ? filter.must : [filter.must]
-  return must.every((condition: unknown) => {
-    if (!isRecord(condition) || typeof condition.key !== "string" || !isRecord(condition.match)) {
-      throw new HttpError(400, `fake Qdrant: condition ${JSON.stringify(condition)} not implemented`)
-    }
-    const value = payload[condition.key]
-    const match = condition.match
-    if ("value" in match) return value === match.value
-    if ("any" in match && Array.isArray(match.any)) return match.any.includes(value)
-    throw new HttpError(400, `fake Qdrant: match ${JSON.stringify(match)} not implemented`)
-  })
+  // A condition is a field's, or a filter of its own (nested clauses).
+  const holds = (condition: unknown): boolean => {
+    if (!isRecord(condition)) throw new HttpError(400, `fake Qdrant: condition ${JSON.stringify(condition)} not implemented`)
+    return "must" in condition || "should" in condition ? matches(payload, condition) : meets(payload, condition)
+  }
+  const should = clause("should")
+  return clause("must").every(holds) && (should.length === 0 || should.some(holds))
 }
 
 const collectionInfo = (collection: FakeQdrantCollection) => ({
@@ -243,6 +274,36 @@ const route = (state: State, request: FakeQdrantRequest): unknown => {
       if (matches(point.payload, body.filter)) collection.points.delete(id)
     }
     return updated(state, query)
+  }
+  if (method === "POST" && rest === "/points/scroll") {
+    // Qdrant's order: by point id, from `offset` (inclusive); the next page's first id, or null.
+    const limit = typeof body.limit === "number" ? body.limit : 10
+    if (body.with_vector === true) throw new HttpError(400, "fake Qdrant: scrolling with vectors is not implemented")
+    const fields = Array.isArray(body.with_payload) ? body.with_payload as Array<string> : undefined
+    const found = [...collection.points.values()]
+      .filter((point) => (body.offset === undefined || body.offset === null || String(point.id) >= String(body.offset)) && matches(point.payload, body.filter))
+      .sort((a, b) => (String(a.id) < String(b.id) ? -1 : 1))
+    return {
+      points: found.slice(0, limit).map((point) => ({
+        id: point.id,
+        payload: fields === undefined ? point.payload : Object.fromEntries(fields.map((field) => [field, point.payload[field]]))
+      })),
+      next_page_offset: found[limit]?.id ?? null
+    }
+  }
+  if (method === "POST" && rest === "/points/batch") {
+    if (!Array.isArray(body.operations)) throw new HttpError(400, "Format error: operations")
+    for (const operation of body.operations) {
+      const set = isRecord(operation) ? operation.set_payload : undefined
+      if (!isRecord(set) || !isRecord(set.payload) || set.filter === undefined) {
+        throw new HttpError(400, "fake Qdrant: only set_payload by filter is implemented in a batch")
+      }
+      for (const point of collection.points.values()) {
+        if (matches(point.payload, set.filter)) Object.assign(point.payload, set.payload)
+      }
+    }
+    // One result per operation.
+    return body.operations.map(() => updated(state, query))
   }
   if (method === "POST" && rest === "/points/count") {
     return { count: [...collection.points.values()].filter((point) => matches(point.payload, body.filter)).length }

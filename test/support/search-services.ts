@@ -59,21 +59,22 @@ export const otherTopics = [
 ] as const
 
 /**
- * One user (`usr_1`) with one mailbox (`mbx_1`) holding `mail` (id, subject, body), each email
- * indexed: the collection an in-process ranking suite asks its questions of.
+ * One user (`usr_1`) with one mailbox (`mbx_1`) holding `mail` (id, subject, body, and its sender,
+ * x@example.com unless given), each email indexed: the collection an in-process ranking suite asks
+ * its questions of.
  */
-export const indexedMail = (mail: ReadonlyArray<readonly [id: string, subject: string, body: string]>) =>
+export const indexedMail = (mail: ReadonlyArray<readonly [id: string, subject: string, body: string, from?: string]>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
     yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
                VALUES ('mbx_1', 'usr_1', 'ops', 'agents.localhost', 'ops@agents.localhost')`
     yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])})`
-    for (const [id, subject, text] of mail) {
+    for (const [id, subject, text, from = "x@example.com"] of mail) {
       yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                      received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
-                 VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
-                         now(), 'x@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
+                 VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, ${from}, ${["y@example.com"]}, now(),
+                         now(), ${from}, 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
     }
     const indexer = yield* Indexer
     for (const [id] of mail) yield* indexer.index(id)
