@@ -47,7 +47,9 @@ export const subjects = {
   allEventsLogged: "signals.events_logged.>",
   /** Broadcast only (never stored): a mail program kept flags on an account's mail (imap/store.ts), for its other IMAP sessions. */
   imapFlagsKept: (userId: string) => `signals.imap_flags.${userId}`,
-  allImapFlagsKept: "signals.imap_flags.>"
+  allImapFlagsKept: "signals.imap_flags.>",
+  /** Broadcast only (never stored): a draft's `send_at` was set, for the mta's scheduler (outbound/drafts.ts). */
+  draftScheduled: "signals.draft_scheduled"
 } as const
 
 /** Which stream a subject belongs to. */

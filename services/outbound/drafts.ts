@@ -10,8 +10,9 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Data, Duration, Effect, Layer, Option, Queue, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
+import { Bus, subjects } from "../bus/bus.ts"
 import { Conflict, NotFound, PayloadTooLarge, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
@@ -22,8 +23,13 @@ import { type AddressInput, Draft, DraftContent, type DraftInput, type DraftSort
 import { claim, earlierAnswer, hashed, type Idempotency } from "./idempotency.ts"
 import { fromSendInput, Outbound, storageQuotaReached } from "./send.ts"
 
-/** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
-export const SCHEDULER_PERIOD = Duration.millis(400)
+/**
+ * The scheduler sleeps until the next draft is due, woken sooner when a draft is scheduled anywhere
+ * (a broadcast); it looks at least this often, for a wake-up lost with the bus.
+ */
+const LOOK_AT_LEAST_EVERY = Duration.seconds(10)
+/** After a round that failed (the database unreachable), the next one. */
+const AFTER_FAILURE = Duration.seconds(1)
 /** A draft left `sending` this long ago was abandoned by a sender that died: send it again. */
 const ABANDONED_AFTER_SECONDS = 60
 /** A scheduled draft that could not be queued (an outage, not a refusal) is tried again after this. */
@@ -169,6 +175,11 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const sql = yield* SqlClient.SqlClient
     const outbound = yield* Outbound
     const replies = yield* Replies
+    const bus = yield* Bus
+
+    /** Wake every node's scheduler (`DraftSchedulerLive`) when `draft` has a time to leave at. */
+    const scheduled = <A extends { readonly send_at: string | null }>(draft: A) =>
+      draft.send_at === null ? Effect.void : bus.broadcast(subjects.draftScheduled, new Uint8Array())
 
     const decodeRows = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(DraftRow))(rows))
 
@@ -257,7 +268,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${inReplyTo},
                 ${replyAll}, ${forwardOf}, ${input.send_at ? new Date(input.send_at) : null}, true)
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows), Effect.map((rows) => toDraft(rows[0]!)))
-      if (key === undefined) return yield* insert
+      if (key === undefined) return yield* Effect.tap(insert, scheduled)
       // A request with the same key at the same moment waits on the key's row, then rolls its draft back.
       return yield* sql.withTransaction(Effect.gen(function*() {
         const draft = yield* insert
@@ -268,7 +279,8 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
           Effect.flatMap(earlierAnswer(sql, userId, key, DraftAnswer), (earlier) =>
             earlier === undefined
               ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being used right now; retry", 1))
-              : Effect.succeed(earlier)))
+              : Effect.succeed(earlier))),
+        Effect.tap(scheduled)
       )
     })
 
@@ -351,7 +363,8 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
                           reply_all = ${replyAll}, filled = filled OR ${linked}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
         WHERE id = ${draftId} AND status = 'draft'
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
-      return rows[0] ? toDraft(rows[0]) : yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
+      if (rows[0] === undefined) return yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
+      return yield* Effect.tap(Effect.succeed(toDraft(rows[0])), scheduled)
     })
 
     /**
@@ -450,18 +463,53 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       if (postponed.length > 0) return yield* Effect.fail(postponed[0]!)
     })
 
-    return { create, list, listAll, get, update, remove, send, sendDue } as const
+    /**
+     * How long until a round has something to do, by the database's clock: a scheduled draft's time,
+     * the retry of one an outage held back, or a dead sender's draft taken again; none while no draft
+     * waits for any of these.
+     */
+    const untilDue = sql<{ seconds: number | null }>`
+      SELECT extract(epoch FROM least(
+               min(send_at) FILTER (WHERE status = 'draft' AND last_error IS NULL),
+               min(greatest(send_at, updated_at + make_interval(secs => ${RETRY_AFTER_SECONDS}))) FILTER (WHERE status = 'draft' AND last_error IS NOT NULL),
+               min(updated_at + make_interval(secs => ${ABANDONED_AFTER_SECONDS})) FILTER (WHERE status = 'sending')
+             ) - now())::float8 AS seconds
+      FROM drafts WHERE (status = 'draft' AND send_at IS NOT NULL) OR status = 'sending'`.pipe(
+      Effect.map((rows) => {
+        const seconds = rows[0]?.seconds
+        return seconds === null || seconds === undefined ? Option.none() : Option.some(Duration.millis(Math.max(0, seconds * 1000)))
+      })
+    )
+
+    return { create, list, listAll, get, update, remove, send, sendDue, untilDue } as const
   })
 }) {}
 
-/** Scheduled send: every SCHEDULER_PERIOD, the due drafts go out (in the mta role; any number of nodes). */
+/**
+ * Scheduled send (in the mta role; any number of nodes): the due drafts go out, then the scheduler
+ * sleeps until the next one is due, or until a draft is scheduled on any node, or at most
+ * LOOK_AT_LEAST_EVERY. An idle deployment asks the database once in that while, not several times a
+ * second, and a draft leaves at its time rather than within a polling period of it.
+ */
 export const DraftSchedulerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const drafts = yield* Drafts
     const health = yield* DependencyHealth
-    yield* drafts.sendDue.pipe(
-      Effect.catchAllCause((cause) => health.report("Sending due drafts failed; will retry", cause)),
-      Effect.repeat(Schedule.spaced(SCHEDULER_PERIOD)),
+    const bus = yield* Bus
+    // One wake-up kept while a round runs: a draft scheduled meanwhile is looked at right after it.
+    const woken = yield* Queue.sliding<void>(1)
+    yield* bus.listen(subjects.draftScheduled, () => Queue.offer(woken, undefined).pipe(Effect.asVoid))
+    const round = drafts.sendDue.pipe(
+      Effect.zipRight(drafts.untilDue),
+      Effect.map(Option.match({
+        onNone: () => LOOK_AT_LEAST_EVERY,
+        onSome: (until) => Duration.min(until, LOOK_AT_LEAST_EVERY)
+      })),
+      Effect.catchAllCause((cause) => Effect.as(health.report("Sending due drafts failed; will retry", cause), AFTER_FAILURE))
+    )
+    yield* round.pipe(
+      Effect.flatMap((pause) => Effect.race(Effect.sleep(pause), Queue.take(woken))),
+      Effect.forever,
       Effect.forkScoped
     )
   })

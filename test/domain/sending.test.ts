@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import * as fs from "node:fs"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Fiber, Layer } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
 import { BusError, type BusMessage, type ComeBackAfter, ComeBackAfterTypeId, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { Dns } from "../../services/dns/dns.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
@@ -508,6 +508,33 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const sent = yield* stateOf(draft.draft_id)
         expect(sent).toMatchObject({ status: "sent", emailId: expect.stringMatching(/^eml_/) })
         expect((yield* counted(owner.userId)).emails).toBe(1)
+      }))
+
+    it.effect("tells how long until a round has something to do: a draft's time, an outage's retry, a dead sender's draft", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const drafts = yield* Drafts
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const seconds = Effect.map(drafts.untilDue, Option.map((until) => Duration.toSeconds(until)))
+        const make = (subject: string, sendAt?: Date) =>
+          drafts.create(owner.userId, box.mailboxId, { to: ["reader@partner.test"], subject, text: "x", ...(sendAt ? { send_at: sendAt.toISOString() } : {}) })
+        // The drafts before were sent; one without a time waits for nobody.
+        yield* make("Unscheduled")
+        expect(yield* seconds).toEqual(Option.none())
+        yield* make("In an hour", new Date(Date.now() + 3_600_000))
+        expect(Option.getOrThrow(yield* seconds)).toBeCloseTo(3_600, -1)
+        // Held back by an outage just now: tried again 5 s after.
+        const held = yield* make("Held")
+        yield* sql`UPDATE drafts SET send_at = now() - interval '1 second', last_error = 'down', updated_at = now() WHERE id = ${held.draft_id}`
+        expect(Option.getOrThrow(yield* seconds)).toBeCloseTo(5, 0)
+        // Left sending 58 s ago by a sender that may be dead: taken again at a minute.
+        const stuck = yield* make("Stuck")
+        yield* sql`UPDATE drafts SET status = 'sending', updated_at = now() - interval '58 seconds' WHERE id = ${stuck.draft_id}`
+        expect(Option.getOrThrow(yield* seconds)).toBeCloseTo(2, 0)
+        // Overdue is now, not a time past.
+        yield* sql`UPDATE drafts SET updated_at = now() - interval '2 minutes' WHERE id = ${stuck.draft_id}`
+        expect(yield* seconds).toEqual(Option.some(0))
       }))
   })
 })
