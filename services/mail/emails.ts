@@ -21,8 +21,8 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import { type MailNarrowing, narrowedBy, senderIs } from "./narrowing.ts"
-import { checkRange } from "./received-range.ts"
+import { arrivedWithin, bounds, type MailNarrowing, narrowedBy, senderIs } from "./narrowing.ts"
+import { checkRange, type ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
@@ -45,8 +45,8 @@ export interface EmailFilter extends MailNarrowing {
 
 /**
  * Which conversations a thread list shows, judged over all of a thread's emails: some email is from
- * `from`, some email carries each of `labels`, none carries any of `excludeLabels`, and `unread` some
- * (true) or none (false) of them is unread.
+ * `from`, some email arrived within `received`, some email carries each of `labels`, none carries any
+ * of `excludeLabels`, and `unread` some (true) or none (false) of them is unread.
  */
 export interface ThreadFilter {
   /** Only conversations some email of which is from this sender (as `EmailFilter.from`). */
@@ -54,6 +54,8 @@ export interface ThreadFilter {
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
+  /** Only conversations with mail that arrived within this span (some email of the thread). */
+  readonly received?: ReceivedRange | undefined
   /** Of these mailboxes only (a key limited to them), in the list of every mailbox. */
   readonly mailboxes?: ReadonlyArray<string> | undefined
 }
@@ -184,6 +186,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sql.join(" ", false)([
         ...(filter.labels ?? []).map((label) => sql`AND bool_or(${label} = ANY(e.labels))`),
         filter.from === undefined ? sql`` : sql`AND bool_or(${senderIs(sql, filter.from)})`,
+        filter.received === undefined || !bounds(filter.received) ? sql`` : sql`AND bool_or(${arrivedWithin(sql, filter.received)})`,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT bool_or(e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.unread === undefined
           ? sql``
@@ -199,6 +202,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
      */
     const threadsIn = (scope: Statement.Fragment, page: Page, sort: Sort<ThreadSortField>, filter: ThreadFilter) =>
       Effect.gen(function*() {
+        if (filter.received !== undefined) yield* checkRange(filter.received)
         const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
         const rows = yield* sql<(ThreadRow & { total: string }) | { id: null; total: string }>`
           WITH threads AS (

@@ -53,12 +53,22 @@ export const senderKey = ({ entry, type }: Entry): string => {
 /** `AND` the email's sender is `entry`'s (`senderIs`). */
 export const fromIs = (sql: SqlClient.SqlClient, entry: Entry) => sql`AND ${senderIs(sql, entry)}`
 
-/** `AND` the email arrived within `range` (at or after its start, before its end). */
-export const receivedWithin = (sql: SqlClient.SqlClient, { after, before }: ReceivedRange) =>
-  sql.join(" ", false)([
-    after === undefined ? sql`` : sql`AND e.received_at >= ${after}`,
-    before === undefined ? sql`` : sql`AND e.received_at < ${before}`
+/** Whether `range` leaves out any moment. */
+export const bounds = ({ after, before }: ReceivedRange) => after !== undefined || before !== undefined
+
+/**
+ * Whether the email arrived within `range` (at or after its start, before its end): an expression,
+ * for a group's `bool_or` too; `range` must have a bound (`bounds`).
+ */
+export const arrivedWithin = (sql: SqlClient.SqlClient, { after, before }: ReceivedRange) =>
+  sql.and([
+    ...(after === undefined ? [] : [sql`e.received_at >= ${after}`]),
+    ...(before === undefined ? [] : [sql`e.received_at < ${before}`])
   ])
+
+/** `AND` the email arrived within `range` (`arrivedWithin`); nothing for a span open at both ends. */
+export const receivedWithin = (sql: SqlClient.SqlClient, range: ReceivedRange) =>
+  bounds(range) ? sql`AND ${arrivedWithin(sql, range)}` : sql``
 
 /** What narrows mail by its own fields, in lists and search alike. */
 export interface MailNarrowing {
@@ -70,7 +80,7 @@ export interface MailNarrowing {
 
 /** Whether `narrowing` leaves out any mail at all. */
 export const narrows = ({ from, labels, received }: MailNarrowing): boolean =>
-  (labels?.length ?? 0) > 0 || from !== undefined || received?.after !== undefined || received?.before !== undefined
+  (labels?.length ?? 0) > 0 || from !== undefined || (received !== undefined && bounds(received))
 
 /** `narrowing`'s conditions, each `AND …` (none for what it leaves open). */
 export const narrowedBy = (sql: SqlClient.SqlClient, { from, labels, received }: MailNarrowing) =>

@@ -300,6 +300,16 @@ describe("threads over HTTP", () => {
     expect((await threads({ from: "BOB@example.com" })).data?.data.map((thread) => thread.subject)).toEqual(["Lunch?"])
     const noSender = await threads({ from: "bob@" })
     expect([noSender.response.status, noSender.error?.error.code, Object.keys(noSender.error?.error.details ?? {})]).toEqual([400, "VALIDATION_ERROR", ["from"]])
+    // The conversations with mail that arrived within a span: both today, none tomorrow; a span of no moment is refused.
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
+    expect((await threads({ received_after: "2000-01-01", received_before: tomorrow })).data?.meta.total).toBe(2)
+    expect((await threads({ received_after: tomorrow })).data?.data).toEqual([])
+    const noSpan = await threads({ received_after: tomorrow, received_before: "2000-01-01" })
+    expect([noSpan.response.status, noSpan.error?.error.code, noSpan.error?.error.details]).toEqual([
+      400,
+      "VALIDATION_ERROR",
+      { received_before: "must be later than received_after" }
+    ])
     const conversation = await mailroom.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: listed.data[0]!.thread_id } } })
     expect(conversation.data?.data.emails.map((email) => email.subject)).toEqual(["Lunch?", "Re: Lunch?"])
 

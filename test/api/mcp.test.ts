@@ -316,6 +316,8 @@ describe("MCP at /mcp", () => {
     })
     expect((await call(mcp, "list_threads", { mailbox_id: desk.ok.mailbox_id, from: box.address })).ok.total).toBe(2)
     expect((await call(mcp, "list_threads", { mailbox_id: desk.ok.mailbox_id, from: "example.net" })).ok.total).toBe(0)
+    expect((await call(mcp, "list_threads", { mailbox_id: desk.ok.mailbox_id, received_after: "2000-01-01" })).ok.total).toBe(2)
+    expect((await call(mcp, "list_threads", { mailbox_id: desk.ok.mailbox_id, received_before: "2000-01-01" })).ok.total).toBe(0)
     // One conversation's, also waited for; a conversation with no mail there is not waited for.
     const helloThread = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails.find((e: { subject: string }) => e.subject === "Hello desk").thread_id
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, thread_id: helloThread })).ok.emails.map((e: { subject: string }) => e.subject))

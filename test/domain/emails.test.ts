@@ -10,6 +10,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { Emails } from "../../services/mail/emails.ts"
+import type { ValidationError } from "../../services/errors.ts"
 import { type Entry, parseEntry } from "../../services/mail/sender-list-rules.ts"
 import { testDatabase } from "../support/database.ts"
 import { DOMAIN, insertEmail, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
@@ -512,6 +513,13 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       // Some email of the thread is from the sender (as an email list's from=).
       expect(yield* names(firstPage, lastActive, { from: parseEntry("bob@example.org") as Entry })).toEqual([[long], 1])
       expect(yield* names(firstPage, lastActive, { from: parseEntry("example.org") as Entry, unread: false })).toEqual([[], 0])
+      // Some email of the thread arrived within the span: long's first (90 minutes ago), recent's one (30).
+      const minutesAgo = (minutes: number) => new Date(Date.now() - minutes * 60_000)
+      expect(yield* names(firstPage, lastActive, { received: { before: minutesAgo(70) } })).toEqual([[long], 1])
+      expect(yield* names(firstPage, lastActive, { received: { after: minutesAgo(50), before: minutesAgo(25) } })).toEqual([[recent], 1])
+      expect(yield* names(firstPage, lastActive, { received: { after: minutesAgo(10) } })).toEqual([[long], 1])
+      const empty = yield* Effect.flip(emails.threads(owner.userId, mailbox.mailboxId, firstPage, lastActive, { received: { after: minutesAgo(10), before: minutesAgo(20) } }))
+      expect([empty._tag, (empty as ValidationError).details]).toEqual(["ValidationError", { received_before: "must be later than received_after" }])
     }))
 
   it.effect("every mailbox's threads in one list, not another account's nor a deleted mailbox's; another user's mailbox is 404", () =>

@@ -19503,6 +19503,10 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only conversations with mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_after?: string;
+                /** @description Only conversations with mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_before?: string;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -21299,6 +21303,10 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only conversations with mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_after?: string;
+                /** @description Only conversations with mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_before?: string;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -33765,6 +33773,10 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only conversations with mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_after?: string;
+                /** @description Only conversations with mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_before?: string;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -35318,6 +35330,10 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description Only conversations with mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_after?: string;
+                /** @description Only conversations with mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone (some email of the thread) */
+                received_before?: string;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */

@@ -85,7 +85,9 @@ export const ThreadListParams = Schema.Struct({
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads where each of these labels is on some email" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads none of whose emails carries any of these labels" }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
-    .annotations({ description: "true: only threads with an unread email; false: only threads with none" })
+    .annotations({ description: "true: only threads with an unread email; false: only threads with none" }),
+  received_after: Schema.optional(ReceivedBound).annotations({ description: `Only conversations with ${RECEIVED_AFTER} (some email of the thread)` }),
+  received_before: Schema.optional(ReceivedBound).annotations({ description: `Only conversations with ${RECEIVED_BEFORE} (some email of the thread)` })
 }).annotations({ parseOptions: { errors: "all" } })
 
 export const AllThreadListParams = Schema.Struct({

@@ -77,7 +77,13 @@ const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
 const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
   page: page(urlParams),
   sort: parseSort<ThreadSortField>(urlParams.sort, { field: "last_received_at", direction: "desc" }),
-  filter: { from: urlParams.from, labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread } satisfies ThreadFilter
+  filter: {
+    from: urlParams.from,
+    labels: urlParams.labels,
+    excludeLabels: urlParams.exclude_labels,
+    unread: urlParams.unread,
+    received: { after: urlParams.received_after, before: urlParams.received_before }
+  } satisfies ThreadFilter
 })
 
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */

@@ -243,7 +243,8 @@ export const tools = [
       "List conversations, the most recently active first: thread_id, subject (its first email's), message_count, " +
       "unread_count, labels (any email's), senders, and latest (its newest email's summary). One mailbox's, or every " +
       "mailbox's when mailbox_id is left out. Filter over all of a thread's emails: from (a sender of some email: " +
-      "ada@example.com, example.com or *.example.com), labels (each on some email), exclude_labels (on none), unread " +
+      "ada@example.com, example.com or *.example.com), received_after and received_before (some email arrived then: " +
+      "a day or an ISO 8601 time with its zone), labels (each on some email), exclude_labels (on none), unread " +
       `(some or none unread). Read one whole with get_thread. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
@@ -252,11 +253,19 @@ export const tools = [
       from: Schema.optional(SenderPattern),
       labels: Schema.optional(Schema.Array(Label)),
       exclude_labels: Schema.optional(Schema.Array(Label)),
-      unread: Schema.optional(Schema.Boolean)
+      unread: Schema.optional(Schema.Boolean),
+      received_after: Schema.optional(ReceivedBound),
+      received_before: Schema.optional(ReceivedBound)
     }),
     run: (principal, input) =>
       Effect.flatMap(Emails, (emails) => {
-        const filter = { from: input.from, labels: input.labels, excludeLabels: input.exclude_labels, unread: input.unread }
+        const filter = {
+          from: input.from,
+          labels: input.labels,
+          excludeLabels: input.exclude_labels,
+          unread: input.unread,
+          received: { after: input.received_after, before: input.received_before }
+        }
         const sort = { field: "last_received_at", direction: "desc" } as const
         return input.mailbox_id === undefined
           ? emails.threadsAll(principal.userId, page(input), sort, { ...filter, mailboxes: Option.getOrUndefined(principal.mailboxes) })
