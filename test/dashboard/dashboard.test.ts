@@ -451,6 +451,30 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(takeRefusals(watched, /^400 GET .*from=not/)).not.toEqual([])
     await page.getByRole("button", { name: "Every sender's mail" }).click()
     await expect.poll(() => emails.count()).toBe(20)
+    // A sender typed, and the days mail arrived between: kept in the address, said when nothing is there.
+    await page.getByLabel("From", { exact: true }).fill("NORA@example.com")
+    await page.getByRole("button", { name: "Filter" }).click()
+    await expect.poll(() => emails.allTextContents()).toEqual([expect.stringMatching(/Quarterly numbers/)])
+    const today = new Date().toLocaleDateString("sv")
+    const tomorrow = new Date(Date.now() + 86_400_000).toLocaleDateString("sv")
+    await page.getByLabel("Until").fill(today)
+    await expect.poll(() => new URL(page.url()).hash).toContain(`until=${today}`)
+    await expect.poll(() => emails.count()).toBe(1)
+    // Since past Until takes Until with it: the span is the one day, tomorrow.
+    await page.getByLabel("Since").fill(tomorrow)
+    await page.getByText(`Nothing from NORA@example.com since ${tomorrow} until ${tomorrow} here.`).waitFor()
+    expect(await page.getByLabel("Until").inputValue()).toBe(tomorrow)
+    expect(new URL(page.url()).hash).toMatch(new RegExp(`^#/mailboxes/mbx_\\w+\\?from=NORA%40example\\.com&since=${tomorrow}&until=${tomorrow}$`))
+    // Grouped, the conversations with mail from then; back to every day and sender, the page of 20.
+    await page.getByLabel("Group by conversation").check()
+    await page.getByText(`Nothing from NORA@example.com since ${tomorrow} until ${tomorrow} here.`).waitFor()
+    await page.getByLabel("Since").fill("")
+    await page.getByLabel("Until").fill("")
+    await expect.poll(() => page.getByRole("list", { name: "Conversations" }).getByRole("link").count()).toBe(1)
+    await page.getByLabel("Group by conversation").uncheck()
+    await page.getByRole("button", { name: "Every sender's mail" }).click()
+    await expect.poll(() => emails.count()).toBe(20)
+    expect(new URL(page.url()).hash).toMatch(/^#\/mailboxes\/mbx_\w+$/)
   })
 
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {

@@ -5,7 +5,20 @@ import { call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { coalesced, onMail } from "./live.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
-import { ConfirmDelete, count, counterpart, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
+import {
+  arrivedBetween,
+  ConfirmDelete,
+  count,
+  counterpart,
+  DaySpan,
+  ErrorNote,
+  LoadFailed,
+  MailboxNotFound,
+  narrowedTo,
+  Pager,
+  useAction,
+  when
+} from "./ui.js"
 
 const PAGE = 20
 const SORTS = [
@@ -222,13 +235,17 @@ const offsetIn = (params) => {
   return Number.isInteger(page) && page > 1 ? (page - 1) * PAGE : 0
 }
 
+/** A day the URL names (`2026-12-01`), or none: a date field takes no other value. @param {string | null} day */
+const dayIn = (day) => (day !== null && /^\d{4}-\d{2}-\d{2}$/.test(day) ? day : "")
+
 /** An offset as the URL's page: none for the first. @param {number} offset */
 const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefined)
 
 /**
  * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&show=unread&page=2`):
  * grouped or not, its sort and what it shows (ones the view offers), the sender its mail is from
- * (`from`, an email's "All mail from them") and its page.
+ * (`from`: typed, or an email's "All mail from them"), the days it arrived between (`since`, `until`)
+ * and its page.
  */
 const listSettings = () => {
   const params = pageParams()
@@ -240,6 +257,8 @@ const listSettings = () => {
     sort: sort !== null && sorts.includes(sort) ? sort : sorts[0],
     show: showOf(grouped ? THREAD_SHOWS : SHOWS, params.get("show")).value,
     from: params.get("from") ?? "",
+    since: dayIn(params.get("since")),
+    until: dayIn(params.get("until")),
     offset: offsetIn(params)
   }
 }
@@ -300,16 +319,30 @@ export const MailboxInbox = ({ mailboxId }) => {
   const show = showOf(shows, showing)
   // One sender's emails, or conversations with mail from them (an email's "All mail from them"), until taken away.
   const [sender, setSender] = useState(settings.from)
+  // The sender being typed, until it is asked for.
+  const [typed, setTyped] = useState("")
+  // The days the mail arrived between (grouped, conversations with mail that arrived then).
+  const [since, setSince] = useState(settings.since)
+  const [until, setUntil] = useState(settings.until)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
     `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
-    { sort, ...show.filter, ...(sender === "" ? {} : { from: sender }) },
+    { sort, ...show.filter, ...(sender === "" ? {} : { from: sender }), ...arrivedBetween(since, until) },
     settings.offset
   )
   useEffect(() => {
     const firstSort = (grouped ? THREAD_SORTS : SORTS)[0][0]
-    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, show: show.value, from: sender, page: pageOf(offset) })
-  }, [grouped, sort, show, sender, offset])
+    keepPageParams({
+      view: grouped ? "conversations" : undefined,
+      sort: sort === firstSort ? undefined : sort,
+      show: show.value,
+      from: sender,
+      since,
+      until,
+      page: pageOf(offset)
+    })
+  }, [grouped, sort, show, sender, since, until, offset])
+  const narrowed = narrowedTo({ from: sender, since, until })
   // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
   // counterpart); what it shows, when conversations can show it (unread), else all of them; and the
   // sender (grouped, the conversations with mail from them).
@@ -360,9 +393,17 @@ export const MailboxInbox = ({ mailboxId }) => {
           ${(grouped ? THREAD_SORTS : SORTS).map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
         <${ShowSelect} shows=${shows} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
-        ${sender !== "" && html`
+        ${sender !== "" ? html`
           <span class="tag">From ${sender} <button type="button" class="link remove" aria-label="Every sender's mail"
-            onClick=${() => (setSender(""), setOffset(0))}>×</button></span>`}
+            onClick=${() => (setSender(""), setOffset(0))}>×</button></span>` : html`
+          <form class="labelled" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), typed.trim() !== "" && (setSender(typed.trim()), setTyped(""), setOffset(0)))}>
+            <label for="list-from">From</label>
+            <input id="list-from" value=${typed} placeholder="an address or a domain" autocomplete="off" size="22"
+              onInput=${(/** @type {any} */ e) => setTyped(e.currentTarget.value)} />
+            <button type="submit" class="secondary">Filter</button>
+          </form>`}
+        <${DaySpan} id="list" since=${since} until=${until}
+          onChange=${(/** @type {{ since: string, until: string }} */ span) => (setSince(span.since), setUntil(span.until), setOffset(0))} />
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
         ${items && senderRefusal === undefined && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
@@ -372,7 +413,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         : items === null
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
-        ? html`<p class="muted">${sender === "" ? show.empty : `Nothing from ${sender} here.`}</p>`
+        ? html`<p class="muted">${narrowed === "" ? show.empty : `Nothing${narrowed} here.`}</p>`
         : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
       ${items && senderRefusal === undefined && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `

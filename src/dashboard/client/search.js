@@ -6,7 +6,19 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { href, keepPageParams, pageParams } from "./router.js"
-import { count, counterpart, Field, LoadFailed, MailboxesUnread, useAction, useMailboxChoices, when } from "./ui.js"
+import {
+  arrivedBetween,
+  count,
+  counterpart,
+  DaySpan,
+  Field,
+  LoadFailed,
+  MailboxesUnread,
+  narrowedTo,
+  useAction,
+  useMailboxChoices,
+  when
+} from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
@@ -20,25 +32,6 @@ const PAGE = 20
  * @typedef {{ query: string, mailboxId: string, weak: boolean, from: string, since: string, until: string }} Asked
  * @typedef {Asked & { results: any[], total: number }} Found
  */
-
-/**
- * The moment a day of the reader's own (an `<input type="date">`'s value) starts, or with `later` the
- * one so many days after it: "since 1 December" is from the midnight that starts it where the reader
- * is, not in UTC, and "until 5 December" takes in all of the 5th (before the 6th starts).
- * @param {string} day @param {number} [later]
- */
-const dayStart = (day, later = 0) => {
-  const [year, month, date] = day.split("-").map(Number)
-  return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + later).toISOString()
-}
-
-/** What a search that found nothing was narrowed by, said with it. @param {Found | null} found */
-const narrowedBy = (found) =>
-  found === null ? "" : [
-    found.from.trim() === "" ? "" : ` from ${found.from.trim()}`,
-    found.since === "" ? "" : ` since ${found.since}`,
-    found.until === "" ? "" : ` until ${found.until}`
-  ].join("")
 
 export const SearchPage = () => {
   // The search last made is kept in the page's URL (`?q=…&mailbox=…&from=…&since=…&until=…&weak=1`): back from a result, it is made again.
@@ -62,8 +55,7 @@ export const SearchPage = () => {
       offset,
       ...(asked.mailboxId === "" ? {} : { mailbox_id: asked.mailboxId }),
       ...(asked.from.trim() === "" ? {} : { from: asked.from.trim() }),
-      ...(asked.since === "" ? {} : { received_after: dayStart(asked.since) }),
-      ...(asked.until === "" ? {} : { received_before: dayStart(asked.until, 1) }),
+      ...arrivedBetween(asked.since, asked.until),
       ...(asked.weak ? {} : { min_score: WEAK })
     })
 
@@ -127,23 +119,14 @@ export const SearchPage = () => {
           <option value="">All mailboxes</option>
           ${mailboxes.map((mailbox) => html`<option value=${mailbox.mailbox_id}>${mailbox.email_address}</option>`)}
         </select>`}
-      <span class="labelled">
-        <label for="search-since">Since</label>
-        <input id="search-since" type="date" value=${since} max=${until || undefined}
-          onChange=${(/** @type {any} */ e) => choose({ since: e.currentTarget.value })} />
-      </span>
-      <span class="labelled">
-        <label for="search-until">Until</label>
-        <input id="search-until" type="date" value=${until} min=${since || undefined}
-          onChange=${(/** @type {any} */ e) => choose({ until: e.currentTarget.value })} />
-      </span>
+      <${DaySpan} id="search" since=${since} until=${until} onChange=${choose} />
       <label class="check"><input type="checkbox" checked=${weak} onChange=${(/** @type {any} */ e) => choose({ weak: e.currentTarget.checked })} />
         Weak matches too (scores below ${WEAK.toFixed(2)})</label>
       ${found && found.total > 0 && html`<span class="muted small" role="status">${count(found.total, "result", "results")}</span>`}
     </div>
     <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
     ${error && fieldError(error, "from") === undefined && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
-    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${narrowedBy(found)}${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
+    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found${found === null ? "" : narrowedTo(found)}${found?.weak ? "" : " (weak matches left out)"}.</p>` : html`
       <ol class="list" aria-label="Results">
         ${results.map((result) => {
           const who = counterpart(result)

@@ -58,6 +58,61 @@ const StreamNotice = () => {
 }
 
 /**
+ * The moment a day of the reader's own (an `<input type="date">`'s value) starts, or with `later` the
+ * one so many days after it: "since 1 December" is from the midnight that starts it where the reader
+ * is, not in UTC, and "until 5 December" takes in all of the 5th (before the 6th starts).
+ * @param {string} day @param {number} [later]
+ */
+export const dayStart = (day, later = 0) => {
+  const [year, month, date] = day.split("-").map(Number)
+  return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + later).toISOString()
+}
+
+/**
+ * The days mail arrived between, as a list or search asks for them: `received_after` from Since's
+ * start, `received_before` after Until's end; none for a day not given.
+ * @param {string} since @param {string} until
+ */
+export const arrivedBetween = (since, until) => ({
+  ...(since === "" ? {} : { received_after: dayStart(since) }),
+  ...(until === "" ? {} : { received_before: dayStart(until, 1) })
+})
+
+/**
+ * What mail was narrowed to, said after "Nothing" or "Nothing found": " from ada@example.com since
+ * 2026-12-01 until 2026-12-05", each part only when given.
+ * @param {{ from: string, since: string, until: string }} narrowing
+ */
+export const narrowedTo = ({ from, since, until }) =>
+  [from.trim() === "" ? "" : ` from ${from.trim()}`, since === "" ? "" : ` since ${since}`, until === "" ? "" : ` until ${until}`].join("")
+
+/**
+ * Since and Until: two days of the reader's own. A day typed past the other moves the other with it
+ * (Since after Until makes Until that day too), so the span always holds a day.
+ * @param {{ id: string, since: string, until: string, onChange: (span: { since: string, until: string }) => void }} props
+ */
+export const DaySpan = ({ id, since, until, onChange }) => html`
+  <span class="day-span">
+  <span class="labelled">
+    <label for=${`${id}-since`}>Since</label>
+    <input id=${`${id}-since`} type="date" value=${since} max=${until || undefined}
+      onChange=${(/** @type {any} */ e) => {
+  const day = e.currentTarget.value
+  onChange({ since: day, until: until !== "" && day > until ? day : until })
+}} />
+  </span>
+  <span class="labelled">
+    <label for=${`${id}-until`}>Until</label>
+    <input id=${`${id}-until`} type="date" value=${until} min=${since || undefined}
+      onChange=${(/** @type {any} */ e) => {
+  const day = e.currentTarget.value
+  onChange({ since: day !== "" && day < since ? day : since, until: day })
+}} />
+  </span>
+  </span>
+`
+
+/**
  * A labelled input; `hint` and `error` are announced with it.
  * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, type?: string,
  *   hint?: any, error?: string, autocomplete?: string, required?: boolean, minLength?: number, inputmode?: string,
