@@ -238,6 +238,47 @@ const offsetIn = (params) => {
 /** A day the URL names (`2026-12-01`), or none: a date field takes no other value. @param {string | null} day */
 const dayIn = (day) => (day !== null && /^\d{4}-\d{2}-\d{2}$/.test(day) ? day : "")
 
+/**
+ * What a list of mail is narrowed to, from the page's URL and as the person changes it: a sender
+ * (`from`: typed, or an email's "All mail from them") and the days it arrived between (`since`,
+ * `until`). `params` is what the list asks the API, `kept` what the page's URL keeps, `said` what
+ * an empty list says it was narrowed by.
+ * @param {() => void} changed what a change does besides (the list back to its first page)
+ */
+const useNarrowing = (changed) => {
+  const [first] = useState(() => {
+    const params = pageParams()
+    return { from: params.get("from") ?? "", since: dayIn(params.get("since")), until: dayIn(params.get("until")) }
+  })
+  const [sender, setSender] = useState(first.from)
+  // The sender being typed, until it is asked for.
+  const [typed, setTyped] = useState("")
+  const [since, setSince] = useState(first.since)
+  const [until, setUntil] = useState(first.until)
+  return {
+    sender,
+    params: { ...(sender === "" ? {} : { from: sender }), ...arrivedBetween(since, until) },
+    kept: { from: sender, since, until },
+    said: narrowedTo({ from: sender, since, until }),
+    /**
+     * The toolbar's part: the sender (a field, or its chip with ×) and the days. Called, not mounted
+     * as a component: a function made anew each render would mount its field afresh at each keystroke.
+     */
+    fields: () => html`
+      ${sender !== "" ? html`
+        <span class="tag">From ${sender} <button type="button" class="link remove" aria-label="Every sender's mail"
+          onClick=${() => (setSender(""), changed())}>×</button></span>` : html`
+        <form class="labelled" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), typed.trim() !== "" && (setSender(typed.trim()), setTyped(""), changed()))}>
+          <label for="list-from">From</label>
+          <input id="list-from" value=${typed} placeholder="an address or a domain" autocomplete="off" size="22"
+            onInput=${(/** @type {any} */ e) => setTyped(e.currentTarget.value)} />
+          <button type="submit" class="secondary">Filter</button>
+        </form>`}
+      <${DaySpan} id="list" since=${since} until=${until}
+        onChange=${(/** @type {{ since: string, until: string }} */ span) => (setSince(span.since), setUntil(span.until), changed())} />`
+  }
+}
+
 /** An offset as the URL's page: none for the first. @param {number} offset */
 const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefined)
 
@@ -256,9 +297,6 @@ const listSettings = () => {
     grouped,
     sort: sort !== null && sorts.includes(sort) ? sort : sorts[0],
     show: showOf(grouped ? THREAD_SHOWS : SHOWS, params.get("show")).value,
-    from: params.get("from") ?? "",
-    since: dayIn(params.get("since")),
-    until: dayIn(params.get("until")),
     offset: offsetIn(params)
   }
 }
@@ -317,17 +355,13 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [showing, setShowing] = useState(settings.show)
   const shows = grouped ? THREAD_SHOWS : SHOWS
   const show = showOf(shows, showing)
-  // One sender's emails, or conversations with mail from them (an email's "All mail from them"), until taken away.
-  const [sender, setSender] = useState(settings.from)
-  // The sender being typed, until it is asked for.
-  const [typed, setTyped] = useState("")
-  // The days the mail arrived between (grouped, conversations with mail that arrived then).
-  const [since, setSince] = useState(settings.since)
-  const [until, setUntil] = useState(settings.until)
+  // One sender's mail and the days it arrived between (grouped, the conversations with such mail), until taken away.
+  const narrowing = useNarrowing(() => setOffset(0))
+  const sender = narrowing.sender
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
     `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
-    { sort, ...show.filter, ...(sender === "" ? {} : { from: sender }), ...arrivedBetween(since, until) },
+    { sort, ...show.filter, ...narrowing.params },
     settings.offset
   )
   useEffect(() => {
@@ -336,13 +370,11 @@ export const MailboxInbox = ({ mailboxId }) => {
       view: grouped ? "conversations" : undefined,
       sort: sort === firstSort ? undefined : sort,
       show: show.value,
-      from: sender,
-      since,
-      until,
+      ...narrowing.kept,
       page: pageOf(offset)
     })
-  }, [grouped, sort, show, sender, since, until, offset])
-  const narrowed = narrowedTo({ from: sender, since, until })
+  }, [grouped, sort, show, narrowing.said, offset])
+  const narrowed = narrowing.said
   // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
   // counterpart); what it shows, when conversations can show it (unread), else all of them; and the
   // sender (grouped, the conversations with mail from them).
@@ -393,17 +425,7 @@ export const MailboxInbox = ({ mailboxId }) => {
           ${(grouped ? THREAD_SORTS : SORTS).map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
         <${ShowSelect} shows=${shows} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
-        ${sender !== "" ? html`
-          <span class="tag">From ${sender} <button type="button" class="link remove" aria-label="Every sender's mail"
-            onClick=${() => (setSender(""), setOffset(0))}>×</button></span>` : html`
-          <form class="labelled" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), typed.trim() !== "" && (setSender(typed.trim()), setTyped(""), setOffset(0)))}>
-            <label for="list-from">From</label>
-            <input id="list-from" value=${typed} placeholder="an address or a domain" autocomplete="off" size="22"
-              onInput=${(/** @type {any} */ e) => setTyped(e.currentTarget.value)} />
-            <button type="submit" class="secondary">Filter</button>
-          </form>`}
-        <${DaySpan} id="list" since=${since} until=${until}
-          onChange=${(/** @type {{ since: string, until: string }} */ span) => (setSince(span.since), setUntil(span.until), setOffset(0))} />
+        ${narrowing.fields()}
         <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
         ${items && senderRefusal === undefined && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
@@ -425,18 +447,23 @@ export const AllInbox = () => {
   const [firstOffset] = useState(() => offsetIn(pageParams()))
   const [showing, setShowing] = useState(() => showOf(SHOWS, pageParams().get("show")).value)
   const show = showOf(SHOWS, showing)
-  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", show.filter, firstOffset)
-  useEffect(() => keepPageParams({ show: show.value, page: pageOf(offset) }), [show, offset])
+  const narrowing = useNarrowing(() => setOffset(0))
+  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", { ...show.filter, ...narrowing.params }, firstOffset)
+  useEffect(() => keepPageParams({ show: show.value, ...narrowing.kept, page: pageOf(offset) }), [show, narrowing.said, offset])
+  // A sender the page's address names that names none: said, with the way back (as a mailbox's list).
+  const senderRefusal = fieldError(failure, "from")
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>
     <${StatsLine} />
     <div class="toolbar">
       <${ShowSelect} shows=${SHOWS} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
+      ${narrowing.fields()}
     </div>
-    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
+    ${senderRefusal !== undefined ? html`<p class="alert" role="alert">From ${narrowing.sender}: ${senderRefusal}</p>` : failure
+      ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
-      ? html`<p class="muted">${show.value === "" ? html`No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.` : show.empty}</p>`
+      ? html`<p class="muted">${narrowing.said !== "" ? `Nothing${narrowing.said} here.` : show.value === "" ? html`No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.` : show.empty}</p>`
       : html`<${MailList} kind=${KINDS.emails} items=${emails} onChanged=${retry} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
   `
 }
