@@ -28,6 +28,7 @@ import {
   type VectorIndexShape,
   type VectorPoint
 } from "../services/search/vector-index.ts"
+import { bounds } from "../services/mail/narrowing.ts"
 
 export interface QdrantIndexOptions {
   /** `http(s)://host:port[/prefix]`, taken literally: no port means the scheme's default. */
@@ -149,7 +150,7 @@ const UNDESCRIBED: Schemas["Condition"] = { is_empty: { key: "received_at" } }
 /** A filter's sender and arrival, or none. */
 const narrowing = ({ received, senderKey }: VectorFilter): Array<Schemas["FieldCondition"]> => [
   ...(senderKey === undefined ? [] : [{ key: "sender_keys", match: { value: senderKey } }]),
-  ...(received?.after === undefined && received?.before === undefined ? [] : [{
+  ...(received === undefined || !bounds(received) ? [] : [{
     key: "received_at",
     range: {
       ...(received.after === undefined ? {} : { gte: received.after.toISOString() }),

@@ -10,17 +10,27 @@ import type { ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 
 /**
- * Whether the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts): an
- * expression, for a group's `bool_or` too. The entry's domain is in ASCII, a stored From's in Unicode
- * (parse.ts's inUnicode): matched as stored.
+ * An entry as stored senders are matched against it: its domain in Unicode (the entry's is in ASCII,
+ * a stored From's in Unicode: parse.ts's inUnicode), and an address's local part apart.
  */
-export const senderIs = (sql: SqlClient.SqlClient, { entry, type }: Entry) => {
-  const from = sql`lower(e.from_address)`
+const asStored = ({ entry, type }: Entry) => {
   const unicode = (domain: string) => domainToUnicode(domain) || domain
-  if (type === "domain") return sql`${from} LIKE ${`%@${escapeLike(unicode(entry))}`} ESCAPE '\\'`
-  if (type === "subdomains") return sql`${from} LIKE ${`%@%.${escapeLike(unicode(entry.slice("*.".length)))}`} ESCAPE '\\'`
+  if (type === "domain") return { type, domain: unicode(entry) } as const
+  if (type === "subdomains") return { type, domain: unicode(entry.slice("*.".length)) } as const
   const at = entry.lastIndexOf("@")
-  const [local, domain] = [entry.slice(0, at), unicode(entry.slice(at + 1))]
+  return { type, local: entry.slice(0, at), domain: unicode(entry.slice(at + 1)) } as const
+}
+
+/**
+ * Whether the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts): an
+ * expression, for a group's `bool_or` too.
+ */
+export const senderIs = (sql: SqlClient.SqlClient, entry: Entry) => {
+  const from = sql`lower(e.from_address)`
+  const stored = asStored(entry)
+  if (stored.type === "domain") return sql`${from} LIKE ${`%@${escapeLike(stored.domain)}`} ESCAPE '\\'`
+  if (stored.type === "subdomains") return sql`${from} LIKE ${`%@%.${escapeLike(stored.domain)}`} ESCAPE '\\'`
+  const { domain, local } = stored
   return sql`(${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
 }
 
@@ -42,12 +52,11 @@ export const senderKeys = (address: string): ReadonlyArray<string> => {
 }
 
 /** The key of `senderKeys` that an entry's senders have, and no other sender. */
-export const senderKey = ({ entry, type }: Entry): string => {
-  const unicode = (domain: string) => domainToUnicode(domain) || domain
-  if (type === "domain") return `@${unicode(entry)}`
-  if (type === "subdomains") return `*.${unicode(entry.slice("*.".length))}`
-  const at = entry.lastIndexOf("@")
-  return `${entry.slice(0, at)}@${unicode(entry.slice(at + 1))}`
+export const senderKey = (entry: Entry): string => {
+  const stored = asStored(entry)
+  if (stored.type === "domain") return `@${stored.domain}`
+  if (stored.type === "subdomains") return `*.${stored.domain}`
+  return `${stored.local}@${stored.domain}`
 }
 
 /** `AND` the email's sender is `entry`'s (`senderIs`). */
@@ -81,6 +90,9 @@ export interface MailNarrowing {
 /** Whether `narrowing` leaves out any mail at all. */
 export const narrows = ({ from, labels, received }: MailNarrowing): boolean =>
   (labels?.length ?? 0) > 0 || from !== undefined || (received !== undefined && bounds(received))
+
+/** `narrowing`'s conditions (`narrowedBy`), or none when it leaves all mail (nothing to join the emails for). */
+export const narrowedIfAny = (sql: SqlClient.SqlClient, narrowing: MailNarrowing) => (narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined)
 
 /** `narrowing`'s conditions, each `AND …` (none for what it leaves open). */
 export const narrowedBy = (sql: SqlClient.SqlClient, { from, labels, received }: MailNarrowing) =>

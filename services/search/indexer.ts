@@ -156,6 +156,12 @@ interface DocumentRow {
   readonly processingMs: number
 }
 
+/** What a search narrows an email's vectors by (vector-index.ts `VectorPoint`): its sender's keys and arrival. */
+const pointNarrowing = (email: { readonly fromAddress: string; readonly receivedAt: Date }) => ({
+  senderKeys: senderKeys(email.fromAddress),
+  receivedAt: email.receivedAt
+})
+
 /** `email`'s document, its attachments' texts read (`attachments`). */
 const documentOf = (emailId: string, email: EmailToIndex, attachments: ReadonlyArray<string>): Document => {
   const body = searchableBody(email.textBody, attachments)
@@ -287,8 +293,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
               mailboxId: email.mailboxId,
               domain: email.domain,
               date: email.sentAt,
-              senderKeys: senderKeys(email.fromAddress),
-              receivedAt: email.receivedAt,
+              ...pointNarrowing(email),
               vector
             }))
           ))
@@ -467,7 +472,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         if (page.emailIds.length > 0) {
           const found = yield* sql<{ id: string; fromAddress: string; receivedAt: Date }>`
             SELECT id, from_address, received_at FROM emails WHERE id = ANY(${page.emailIds}::text[])`
-          yield* collection.describe(found.map((row) => ({ emailId: row.id, senderKeys: senderKeys(row.fromAddress), receivedAt: row.receivedAt })))
+          yield* collection.describe(found.map((row) => ({ emailId: row.id, ...pointNarrowing(row) })))
           const kept = new Set(found.map((row) => row.id))
           yield* collection.remove(page.emailIds.filter((id) => !kept.has(id)))
           described += found.length

@@ -13,7 +13,7 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Clock, Context, Effect } from "effect"
-import { type MailNarrowing, narrowedBy, narrows, senderKey as senderKeyOf } from "../mail/narrowing.ts"
+import { type MailNarrowing, narrowedIfAny, senderKey as senderKeyOf } from "../mail/narrowing.ts"
 import { capInput } from "./embedder.ts"
 import { searchableText, wordForm } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
@@ -534,7 +534,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       narrowing?: MailNarrowing
     ) =>
       Effect.gen(function*() {
-        const narrowed = narrowing !== undefined && narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined
+        const narrowed = narrowing === undefined ? undefined : narrowedIfAny(sql, narrowing)
         // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é"; its
         // words as mail's are indexed (documents.ts wordForm): "munchen" finds "München", "東京" 東京都庁.
         const words = searchableText(query)

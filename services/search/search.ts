@@ -16,7 +16,7 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
-import { narrowedBy, narrows } from "../mail/narrowing.ts"
+import { narrowedIfAny } from "../mail/narrowing.ts"
 import { checkRange } from "../mail/received-range.ts"
 import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
 import type { Direction } from "../mail/schemas.ts"
@@ -153,7 +153,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         // What narrows by the email's own fields (labels, sender, arrival): the ranking within it
         // (ranker.ts; the nearest by meaning not by labels), and the candidates kept.
         const narrowing = { labels: input.labels, from: input.from, received: { after: input.received_after, before: input.received_before } }
-        const narrowed = narrows(narrowing) ? narrowedBy(sql, narrowing) : undefined
+        const narrowed = narrowedIfAny(sql, narrowing)
         // As shown (four decimals), so that a result shown at the asked score is kept.
         const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowing)).filter((r) => shownScore(r.score) >= minScore)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may

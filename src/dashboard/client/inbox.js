@@ -242,7 +242,9 @@ const dayIn = (day) => (day !== null && /^\d{4}-\d{2}-\d{2}$/.test(day) ? day : 
  * What a list of mail is narrowed to, from the page's URL and as the person changes it: a sender
  * (`from`: typed, or an email's "All mail from them") and the days it arrived between (`since`,
  * `until`). `params` is what the list asks the API, `kept` what the page's URL keeps, `said` what
- * an empty list says it was narrowed by.
+ * an empty list says it was narrowed by, `refusal` the API's word on a sender that names none (an
+ * address edited by hand): said with the sender's chip and its way back, not a "Try again" that
+ * could only be refused again.
  * @param {() => void} changed what a change does besides (the list back to its first page)
  */
 const useNarrowing = (changed) => {
@@ -256,10 +258,14 @@ const useNarrowing = (changed) => {
   const [since, setSince] = useState(first.since)
   const [until, setUntil] = useState(first.until)
   return {
-    sender,
     params: { ...(sender === "" ? {} : { from: sender }), ...arrivedBetween(since, until) },
     kept: { from: sender, since, until },
     said: narrowedTo({ from: sender, since, until }),
+    /** @param {unknown} failure the list's */
+    refusal: (failure) => {
+      const said = fieldError(failure, "from")
+      return said === undefined ? undefined : html`<p class="alert" role="alert">From ${sender}: ${said}</p>`
+    },
     /**
      * The toolbar's part: the sender (a field, or its chip with ×) and the days. Called, not mounted
      * as a component: a function made anew each render would mount its field afresh at each keystroke.
@@ -357,7 +363,6 @@ export const MailboxInbox = ({ mailboxId }) => {
   const show = showOf(shows, showing)
   // One sender's mail and the days it arrived between (grouped, the conversations with such mail), until taken away.
   const narrowing = useNarrowing(() => setOffset(0))
-  const sender = narrowing.sender
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } = usePage(
     `/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`,
@@ -374,7 +379,6 @@ export const MailboxInbox = ({ mailboxId }) => {
       page: pageOf(offset)
     })
   }, [grouped, sort, show, narrowing.said, offset])
-  const narrowed = narrowing.said
   // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation
   // counterpart); what it shows, when conversations can show it (unread), else all of them; and the
   // sender (grouped, the conversations with mail from them).
@@ -397,9 +401,7 @@ export const MailboxInbox = ({ mailboxId }) => {
   }, [mailboxId, lookups])
 
   if (mailbox === null || isNotFound(listFailure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
-  // A sender the page's address names that names none (an address edited by hand): said, with the way
-  // back to every sender's mail, instead of a "Try again" that could only be refused again.
-  const senderRefusal = fieldError(listFailure, "from")
+  const senderRefusal = narrowing.refusal(listFailure)
   const lookUpAgain = () => {
     setLookupFailure(null)
     setLookups(lookups + 1)
@@ -431,11 +433,11 @@ export const MailboxInbox = ({ mailboxId }) => {
         ${items && senderRefusal === undefined && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
       </div>
       ${senderRefusal !== undefined
-        ? html`<p class="alert" role="alert">From ${sender}: ${senderRefusal}</p>`
+        ? senderRefusal
         : items === null
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
-        ? html`<p class="muted">${narrowed === "" ? show.empty : `Nothing${narrowed} here.`}</p>`
+        ? html`<p class="muted">${narrowing.said === "" ? show.empty : `Nothing${narrowing.said} here.`}</p>`
         : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
       ${items && senderRefusal === undefined && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
@@ -450,8 +452,7 @@ export const AllInbox = () => {
   const narrowing = useNarrowing(() => setOffset(0))
   const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", { ...show.filter, ...narrowing.params }, firstOffset)
   useEffect(() => keepPageParams({ show: show.value, ...narrowing.kept, page: pageOf(offset) }), [show, narrowing.said, offset])
-  // A sender the page's address names that names none: said, with the way back (as a mailbox's list).
-  const senderRefusal = fieldError(failure, "from")
+  const senderRefusal = narrowing.refusal(failure)
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>
@@ -460,7 +461,7 @@ export const AllInbox = () => {
       <${ShowSelect} shows=${SHOWS} value=${show.value} onChange=${(/** @type {string} */ value) => (setShowing(value), setOffset(0))} />
       ${narrowing.fields()}
     </div>
-    ${senderRefusal !== undefined ? html`<p class="alert" role="alert">From ${narrowing.sender}: ${senderRefusal}</p>` : failure
+    ${senderRefusal !== undefined ? senderRefusal : failure
       ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">${narrowing.said !== "" ? `Nothing${narrowing.said} here.` : show.value === "" ? html`No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.` : show.empty}</p>`
