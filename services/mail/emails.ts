@@ -293,7 +293,8 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         const thread = yield* sql`SELECT 1 FROM emails e WHERE e.thread_id = ${filter.threadId} AND e.mailbox_id = ${mailboxId} LIMIT 1`
         if (thread.length === 0) return yield* threadNotFound(filter.threadId)
       }
-      return yield* listIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
+      // The account too, for the indexes that lead with it (a sender's: narrowing.ts senderIs).
+      return yield* listIn(sql`e.user_id = ${userId} AND e.mailbox_id = ${mailboxId}`, page, sort, filter)
     })
 
     /** The emails of every active mailbox of the caller's (`listIn`). */

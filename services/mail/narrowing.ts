@@ -21,15 +21,25 @@ const asStored = ({ entry, type }: Entry) => {
   return { type, local: entry.slice(0, at), domain: unicode(entry.slice(at + 1)) } as const
 }
 
+/** `text` reversed by character (as SQL's `reverse`), not by UTF-16 unit. */
+const reversed = (text: string) => [...text].reverse().join("")
+
 /**
  * Whether the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts): an
- * expression, for a group's `bool_or` too.
+ * expression, for a group's `bool_or` too. Each is a prefix an index holds: an address is the start of
+ * `lower(from_address)` (`emails_from_prefix_idx`); a domain, read from the end, the start of
+ * `reverse(lower(from_address))` (`emails_from_domain_idx`, migration 0082): `@example.org` ends the
+ * address of every sender of example.org, `.example.org` then an `@` further back every sender of a
+ * subdomain of it.
  */
 export const senderIs = (sql: SqlClient.SqlClient, entry: Entry) => {
   const from = sql`lower(e.from_address)`
   const stored = asStored(entry)
-  if (stored.type === "domain") return sql`${from} LIKE ${`%@${escapeLike(stored.domain)}`} ESCAPE '\\'`
-  if (stored.type === "subdomains") return sql`${from} LIKE ${`%@%.${escapeLike(stored.domain)}`} ESCAPE '\\'`
+  if (stored.type !== "address") {
+    const ending = stored.type === "domain" ? `@${stored.domain}` : `.${stored.domain}`
+    const pattern = `${escapeLike(reversed(ending))}%${stored.type === "domain" ? "" : "@%"}`
+    return sql`reverse(${from}) LIKE ${pattern} ESCAPE '\\'`
+  }
   const { domain, local } = stored
   return sql`(${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
 }
