@@ -35,6 +35,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Metric, Redacted, Schedule, String } from "effect"
 import Pg from "pg"
 import { DatabaseProbe, type DatabaseProbeShape } from "../services/health/database-probe.ts"
+import { PLANNED_FOR_ITS_VALUES } from "../services/planning.ts"
 
 /** Shared client settings: snake_case columns in SQL, camelCase in TypeScript. */
 export const clientSettings = {
@@ -152,7 +153,8 @@ const MAX_PREPARED = 1000
  * callback) as a prepared statement of this connection: named after the order it was first met in,
  * parsed by the server once. A statement whose prepared form the server can no longer run (a
  * migration changed the columns it answers: "cached plan must not change result type") fails that
- * once and is prepared afresh under a new name on its next run.
+ * once and is prepared afresh under a new name on its next run. A statement that asks to be planned
+ * for its values (services/planning.ts) runs unnamed, planned anew each time.
  */
 class PreparingClient extends WatchedClient {
   private readonly names = new Map<string, string>()
@@ -167,7 +169,7 @@ class PreparingClient extends WatchedClient {
       if (typeof text !== "string" || !Array.isArray(values) || values.length === 0 || typeof callback !== "function") {
         return unnamed(...args)
       }
-      const name = this.nameOf(text)
+      const name = text.includes(PLANNED_FOR_ITS_VALUES) ? undefined : this.nameOf(text)
       if (name === undefined) return unnamed(...args)
       const run = () =>
         unnamed({ name, text, values }, (error: (Error & { code?: string }) | null, result: unknown) => {

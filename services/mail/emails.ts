@@ -86,6 +86,12 @@ const toThreadSummary = (row: ThreadRow): ThreadSummary => ({
   latest: toSummary(row)
 })
 
+/**
+ * How many emails meeting a thread filter's condition are found first, with their threads (threadsIn):
+ * grouping their threads alone then reads a few thousand emails at most.
+ */
+const FEW_EMAILS = 1000
+
 const threadSortColumns: Record<ThreadSortField, string> = {
   last_received_at: "t.last_received_at",
   first_received_at: "t.first_received_at"
@@ -194,16 +200,50 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       ])
 
     /**
-     * The conversations of the emails `scope` picks, the most recently active first unless `sort` says
-     * otherwise, those matching `filter` only: the page and the count in one statement, as `listIn`.
+     * What some email of a thread the filter keeps must be, each alone (its sender, when it arrived, each
+     * label): conditions an index finds the emails by, where the group's `bool_or` reads every email.
+     */
+    const someEmailIs = (filter: ThreadFilter): ReadonlyArray<Statement.Fragment> => [
+      ...(filter.from === undefined ? [] : [senderIs(sql, filter.from)]),
+      ...(filter.received === undefined || !bounds(filter.received) ? [] : [arrivedWithin(sql, filter.received)]),
+      ...(filter.labels ?? []).map((label) => sql`e.labels @> ${[label]}::text[]`)
+    ]
+
+    /**
+     * Those of `someEmailIs(filter)` that at most FEW_EMAILS of `userId`'s emails in `scope` meet, counted
+     * by their index up to one more (one statement for all).
+     */
+    const fewEmailsAre = (userId: string, scope: Statement.Fragment, filter: ThreadFilter) =>
+      Effect.gen(function*() {
+        const conditions = someEmailIs(filter)
+        if (conditions.length === 0) return []
+        const counted = conditions.map((condition, i) => {
+          const meeting = sql`SELECT 1 FROM emails e WHERE e.user_id = ${userId} AND ${scope} AND ${condition} LIMIT ${FEW_EMAILS + 1}`
+          return sql`(SELECT count(*) FROM (${meeting}) meeting) AS ${sql(`c${i}`)}`
+        })
+        const [counts] = yield* sql<Record<string, string>>`SELECT ${sql.join(", ", false)(counted)}`
+        return conditions.filter((_, i) => Number(counts![`c${i}`]) <= FEW_EMAILS)
+      })
+
+    /**
+     * The conversations of `userId`'s emails `scope` picks, the most recently active first unless `sort`
+     * says otherwise, those matching `filter` only: the page and the count in one statement, as `listIn`.
      * The threads are grouped from the emails each time (no table of threads to keep up on every
      * stored message), reading `emails_threads_idx` alone (migration 0029); what is said of each thread
-     * on the page is read through `emails_thread_idx`.
+     * on the page is read through `emails_thread_idx`. A filter that few emails meet (`fewEmailsAre`:
+     * one sender's, say) first finds those emails' threads by its index and groups only them: one
+     * sender's 30 conversations among 30,000 are not found by grouping all 30,000. One that many emails
+     * meet is judged as the threads are grouped, which then reads less than finding them first.
      */
-    const threadsIn = (scope: Statement.Fragment, page: Page, sort: Sort<ThreadSortField>, filter: ThreadFilter) =>
+    const threadsIn = (userId: string, scope: Statement.Fragment, page: Page, sort: Sort<ThreadSortField>, filter: ThreadFilter) =>
       Effect.gen(function*() {
         if (filter.received !== undefined) yield* checkRange(filter.received)
         const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+        const foundFirst = sql.join(" ", false)(
+          (yield* fewEmailsAre(userId, scope, filter)).map((condition) =>
+            sql`AND e.thread_id IN (SELECT e.thread_id FROM emails e WHERE e.user_id = ${userId} AND ${scope} AND ${condition})`
+          )
+        )
         const rows = yield* sql<(ThreadRow & { total: string }) | { id: null; total: string }>`
           WITH threads AS (
             SELECT e.thread_id, min(e.mailbox_id) AS mailbox_id,
@@ -213,7 +253,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
                    min(e.received_at) AS first_received_at,
                    max(e.received_at) AS last_received_at
             FROM emails e
-            WHERE ${scope}
+            WHERE ${scope} ${foundFirst}
             GROUP BY e.thread_id
             HAVING true ${threadFiltered(filter)}
           )
@@ -262,7 +302,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       filter: ThreadFilter = {}
     ) {
       yield* ownMailbox(sql, userId, mailboxId)
-      return yield* threadsIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
+      return yield* threadsIn(userId, sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
     })
 
     /** The conversations of every active mailbox of the caller's (`threadsIn`). */
@@ -273,7 +313,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       filter: ThreadFilter = {}
     ) {
       // By mailbox (each one's emails through the threads index), not by account.
-      return yield* threadsIn(sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE ${activeOf(userId, filter.mailboxes)})`, page, sort, filter)
+      return yield* threadsIn(userId, sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE ${activeOf(userId, filter.mailboxes)})`, page, sort, filter)
     })
 
     /** One of the caller's mailboxes' emails (`listIn`); 404 for a mailbox that is not the caller's. */

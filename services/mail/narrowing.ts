@@ -6,6 +6,7 @@
 import type { SqlClient } from "@effect/sql"
 import { domainToUnicode } from "node:url"
 import { escapeLike } from "../like.ts"
+import { plannedForItsValues } from "../planning.ts"
 import type { ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 
@@ -26,22 +27,24 @@ const reversed = (text: string) => [...text].reverse().join("")
 
 /**
  * Whether the email's sender is `entry`'s, as the sender lists match one (sender-list-rules.ts): an
- * expression, for a group's `bool_or` too. Each is a prefix an index holds: an address is the start of
- * `lower(from_address)` (`emails_from_prefix_idx`); a domain, read from the end, the start of
+ * expression, for a group's `bool_or` too. Each is a prefix an index holds: an address, and its `+tag`s,
+ * of `lower(from_address)` (`emails_from_prefix_idx`); a domain, read from the end, of
  * `reverse(lower(from_address))` (`emails_from_domain_idx`, migration 0082): `@example.org` ends the
  * address of every sender of example.org, `.example.org` then an `@` further back every sender of a
- * subdomain of it.
+ * subdomain of it. Its statement is planned for the sender (planning.ts): whether the index or the
+ * mailbox's own order reads less depends on how much of the mail is theirs.
  */
 export const senderIs = (sql: SqlClient.SqlClient, entry: Entry) => {
   const from = sql`lower(e.from_address)`
   const stored = asStored(entry)
+  const planned = plannedForItsValues(sql)
   if (stored.type !== "address") {
-    const ending = stored.type === "domain" ? `@${stored.domain}` : `.${stored.domain}`
-    const pattern = `${escapeLike(reversed(ending))}%${stored.type === "domain" ? "" : "@%"}`
-    return sql`reverse(${from}) LIKE ${pattern} ESCAPE '\\'`
+    const ending = reversed(stored.type === "domain" ? `@${stored.domain}` : `.${stored.domain}`)
+    const pattern = `${escapeLike(ending)}%${stored.type === "domain" ? "" : "@%"}`
+    return sql`${planned} reverse(${from}) LIKE ${pattern} ESCAPE '\\'`
   }
   const { domain, local } = stored
-  return sql`(${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
+  return sql`${planned} (${from} = ${`${local}@${domain}`} OR ${from} LIKE ${`${escapeLike(local)}+%@${escapeLike(domain)}`} ESCAPE '\\')`
 }
 
 /**

@@ -522,6 +522,44 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect([empty._tag, (empty as ValidationError).details]).toEqual(["ValidationError", { received_before: "must be later than received_after" }])
     }))
 
+  it.effect("a thread filter many emails meet keeps the threads one few emails meet would: both ways of finding them, and the two together", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      // 1,200 emails of a newsletter, three to each of 400 threads: more than are found first (1,000).
+      const bulk = yield* insertEmail(mailbox, { subject: "Issue", receivedMinutesAgo: 1, from: "news@bulk.example" })
+      yield* sql`
+        INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                            received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size, labels)
+        SELECT ${mailbox.mailboxId} || '_' || g, mailbox_id, user_id, '<' || g || '@bulk>', 'thr_bulk_' || ${mailbox.mailboxId} || '_' || (g % 400),
+               subject, from_address, to_addresses, sent_at, received_at - g * interval '1 minute', mail_from, rcpt_to, headers, text_body,
+               has_attachments, raw_sha256, size, ARRAY['inbound']
+        FROM emails, generate_series(1, 1199) g WHERE id = ${bulk.id}`
+      yield* sql`ANALYZE emails`
+      // Two threads where one of the newsletter's readers answered, one of them starred by hand.
+      const answered = "thr_bulk_" + mailbox.mailboxId + "_7"
+      yield* insertEmail(mailbox, { subject: "Re: Issue", receivedMinutesAgo: 2, threadId: answered, from: "ann@reader.example", labels: ["inbound"] })
+      const starred = "thr_bulk_" + mailbox.mailboxId + "_8"
+      yield* insertEmail(mailbox, { subject: "Re: Issue", receivedMinutesAgo: 3, threadId: starred, from: "ann@reader.example", labels: ["inbound", "starred"] })
+      const lone = yield* insertEmail(mailbox, { subject: "Hello", receivedMinutesAgo: 4, from: "ann@reader.example", labels: ["inbound"] })
+      const found = (filter: Parameters<typeof emails.threads>[4]) =>
+        emails.threads(owner.userId, mailbox.mailboxId, { limit: 100, offset: 0 }, lastActive, filter).pipe(
+          Effect.map((r) => ({ total: r.total, threads: new Set(r.threads.map((t) => t.thread_id)) }))
+        )
+      const bulkFrom = parseEntry("bulk.example") as Entry
+      const readerFrom = parseEntry("ann@reader.example") as Entry
+      // Many: all the newsletter's threads, by grouping the mailbox.
+      expect((yield* found({ from: bulkFrom })).total).toBe(401)
+      // Few: the reader's three threads, found first.
+      expect(yield* found({ from: readerFrom })).toEqual({ total: 3, threads: new Set([answered, starred, `thr_${lone.id}`]) })
+      // Together, on different emails of a thread: the reader's answers to the newsletter only.
+      expect(yield* found({ from: bulkFrom, labels: ["starred"] })).toEqual({ total: 1, threads: new Set([starred]) })
+      expect((yield* found({ labels: ["inbound"] })).total).toBe(402)
+      expect(yield* found({ labels: ["inbound", "starred"], from: readerFrom })).toEqual({ total: 1, threads: new Set([starred]) })
+    }))
+
   it.effect("every mailbox's threads in one list, not another account's nor a deleted mailbox's; another user's mailbox is 404", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

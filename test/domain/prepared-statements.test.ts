@@ -12,6 +12,7 @@ import { Effect, Either, Redacted } from "effect"
 import Pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../layers/postgres.ts"
+import { plannedForItsValues } from "../../services/planning.ts"
 import { adminDatabaseUrl, createDatabase, mode, type TestDatabase } from "../support/services.ts"
 import { freePort } from "../support/server.ts"
 
@@ -56,6 +57,16 @@ describe.skipIf(mode !== "postgres")("prepared statements on PostgreSQL", () => 
     expect(on.prepared).toEqual(["SELECT $1::int + 1 AS v"])
     const off = await run(client(false), runs)
     expect(off).toEqual({ answers: [2, 3, 4], prepared: [] })
+  })
+
+  it("a statement planned for its values (services/planning.ts) runs unnamed, planned afresh each run", async () => {
+    const outcome = await run(client(), Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const answers = yield* Effect.forEach([1, 2, 3, 4, 5, 6, 7], (n) => sql<{ v: number }>`SELECT ${plannedForItsValues(sql)} ${n}::int + 1 AS v`)
+      const kept = yield* sql<{ v: number }>`SELECT ${1}::int AS v`
+      return { answers: [...answers, kept].map((rows) => rows[0]!.v), prepared: (yield* prepared).map((row) => row.statement) }
+    }))
+    expect(outcome).toEqual({ answers: [2, 3, 4, 5, 6, 7, 8, 1], prepared: ["SELECT $1::int AS v"] })
   })
 
   it("a statement whose columns changed under it fails once, then is prepared afresh", async () => {
