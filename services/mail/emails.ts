@@ -21,7 +21,7 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import { arrivedWithin, bounds, type MailNarrowing, narrowedBy, senderIs } from "./narrowing.ts"
+import { arrivedWithin, bounds, type MailNarrowing, narrowedBy, senderIs, unread } from "./narrowing.ts"
 import { checkRange, type ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
@@ -130,6 +130,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
     const attempting = (alias: "d" | "f") => sql.literal(underWay(alias))
+    const isUnread = unread(sql)
 
     /** Every active mailbox of `userId`'s (of `only`, when given): a condition on `mailboxes`. */
     const activeOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
@@ -153,7 +154,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
         filter.threadId === undefined ? sql`` : sql`AND e.thread_id = ${filter.threadId}`,
-        filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
+        filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${isUnread}` : sql`AND NOT (${isUnread})`,
         filter.after === undefined
           ? sql``
           : sql`AND (e.received_at, e.id) > (SELECT a.received_at, a.id FROM ${places} a WHERE a.id = ${filter.after} LIMIT 1)`
@@ -196,17 +197,18 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT bool_or(e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
         filter.unread === undefined
           ? sql``
-          : sql`AND count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) ${sql.literal(filter.unread ? "> 0" : "= 0")}`
+          : sql`AND count(*) FILTER (WHERE ${isUnread}) ${sql.literal(filter.unread ? "> 0" : "= 0")}`
       ])
 
     /**
      * What some email of a thread the filter keeps must be, each alone (its sender, when it arrived, each
-     * label): conditions an index finds the emails by, where the group's `bool_or` reads every email.
+     * label, unread): conditions an index finds the emails by, where the group's `bool_or` reads every email.
      */
     const someEmailIs = (filter: ThreadFilter): ReadonlyArray<Statement.Fragment> => [
       ...(filter.from === undefined ? [] : [senderIs(sql, filter.from)]),
       ...(filter.received === undefined || !bounds(filter.received) ? [] : [arrivedWithin(sql, filter.received)]),
-      ...(filter.labels ?? []).map((label) => sql`e.labels @> ${[label]}::text[]`)
+      ...(filter.labels ?? []).map((label) => sql`e.labels @> ${[label]}::text[]`),
+      ...(filter.unread === true ? [isUnread] : [])
     ]
 
     /**
@@ -248,7 +250,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
           WITH threads AS (
             SELECT e.thread_id, min(e.mailbox_id) AS mailbox_id,
                    count(*) AS message_count,
-                   count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) AS unread_count,
+                   count(*) FILTER (WHERE ${isUnread}) AS unread_count,
                    bool_or(e.has_attachments) AS has_attachments,
                    min(e.received_at) AS first_received_at,
                    max(e.received_at) AS last_received_at

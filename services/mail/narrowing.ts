@@ -1,12 +1,14 @@
 /**
  * Conditions on `emails e` that the lists (emails.ts) and search (search/search.ts) narrow mail by
  * alike, each `AND …`: its labels, its sender, and when it arrived (`narrowedBy`); and the sender's as
- * an expression, which a list of conversations asks of some email of each (`bool_or`).
+ * an expression, which a list of conversations asks of some email of each (`bool_or`), as it asks
+ * whether some email is unread (`unread`).
  */
 import type { SqlClient } from "@effect/sql"
 import { domainToUnicode } from "node:url"
 import { escapeLike } from "../like.ts"
 import { plannedForItsValues } from "../planning.ts"
+import { UNREAD } from "./label-rules.ts"
 import type { ReceivedRange } from "./received-range.ts"
 import type { Entry } from "./sender-list-rules.ts"
 
@@ -71,6 +73,12 @@ export const senderKey = (entry: Entry): string => {
   if (stored.type === "subdomains") return `*.${stored.domain}`
   return `${stored.local}@${stored.domain}`
 }
+
+/**
+ * Whether the email is unread: the label written into the statement, as the predicate of
+ * `emails_unread_idx` (migration 0083) is, so that a plan made without the values still reads the index.
+ */
+export const unread = (sql: SqlClient.SqlClient) => sql`${sql.literal(`'${UNREAD}'`)} = ANY(e.labels)`
 
 /** `AND` the email's sender is `entry`'s (`senderIs`). */
 export const fromIs = (sql: SqlClient.SqlClient, entry: Entry) => sql`AND ${senderIs(sql, entry)}`
