@@ -87,8 +87,8 @@ const toThreadSummary = (row: ThreadRow): ThreadSummary => ({
 })
 
 /**
- * How many emails meeting a thread filter's condition are found first, with their threads (threadsIn):
- * grouping their threads alone then reads a few thousand emails at most.
+ * At most how many emails meeting a thread filter's condition are found first, with their threads
+ * (threadsIn): grouping those threads alone then reads their mail, not the whole mailbox's.
  */
 const FEW_EMAILS = 1000
 
