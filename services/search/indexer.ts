@@ -33,7 +33,9 @@ import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 import { abandonedIndexing, abandonedIndexingFromZero, queuedForEmbedding } from "./metrics.ts"
 
-const PURGE_BATCH = 500
+/** Emails one step of a sweep over the vector index takes: the vectors of deleted mailboxes purged, old vectors described. */
+const SWEEP_BATCH = 500
+
 /**
  * Emails whose chunks go to the embedder in one call: the emails being indexed at once share a
  * call (one OpenAI request, full jobs for the local model's threads) instead of one each.
@@ -370,7 +372,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       for (;;) {
         const batch = yield* sql<{ emailId: string }>`
           SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id
-          WHERE m.status = 'deleted' LIMIT ${PURGE_BATCH}`
+          WHERE m.status = 'deleted' LIMIT ${SWEEP_BATCH}`
         if (batch.length === 0) return purged
         yield* forget(batch.map((row) => row.emailId))
         purged += batch.length
@@ -468,7 +470,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       let described = 0
       let from: string | undefined
       do {
-        const page = yield* collection.undescribed(from, PURGE_BATCH)
+        const page = yield* collection.undescribed(from, SWEEP_BATCH)
         if (page.emailIds.length > 0) {
           const found = yield* sql<{ id: string; fromAddress: string; receivedAt: Date }>`
             SELECT id, from_address, received_at FROM emails WHERE id = ANY(${page.emailIds}::text[])`
