@@ -36,8 +36,11 @@ export const HIERARCHY_DELIMITER = "/"
 export const FLAGGED_LABEL = "flagged"
 /** Labels that put received mail in Junk rather than INBOX. */
 export const JUNK_LABELS: ReadonlyArray<string> = ["spam", "blocked"]
-/** System labels (label-rules.ts): stated by flags or by the folders above, never folders of their own. */
-const SYSTEM_LABELS = new Set(["inbound", "sent", UNREAD, "spam", "unauthenticated", "blocked", FLAGGED_LABEL])
+/**
+ * System labels (label-rules.ts): stated by flags or by the folders above, never folders of their own.
+ * In the order of migration 0084's index of the mail carrying any other.
+ */
+export const SYSTEM_LABELS: ReadonlySet<string> = new Set(["inbound", "sent", UNREAD, "spam", "unauthenticated", "blocked", FLAGGED_LABEL])
 
 export const systemFolders: ReadonlyArray<Folder> = [
   { name: "INBOX", kind: "inbox" },

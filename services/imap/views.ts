@@ -18,8 +18,27 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, isKeywordFlag, isSeen, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
+import {
+  FLAGGED_LABEL,
+  type Folder,
+  folderKey,
+  folderNamed,
+  foldersOf,
+  isKeywordFlag,
+  isSeen,
+  JUNK_LABELS,
+  KEPT_FLAGS,
+  type KeptFlag,
+  SYSTEM_LABELS
+} from "./folders.ts"
 import { outage } from "./refusals.ts"
+
+/**
+ * Whether the email `e` carries a label of the account's own (one not in SYSTEM_LABELS): the system
+ * labels written into the statement as migration 0084's index has them, so that LIST reads that index
+ * in any plan.
+ */
+export const CARRIES_OWN_LABELS = `NOT (e.labels <@ ARRAY[${[...SYSTEM_LABELS].map((label) => `'${label}'`).join(", ")}]::text[])`
 
 /** A message of a folder, as a session keeps it. */
 export interface FolderMessage {
@@ -101,10 +120,14 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     const sql = yield* SqlClient.SqlClient
     const plain = sql.withoutTransforms()
 
-    /** The folders of a mailbox: the system ones and one per label its mail carries. */
+    /**
+     * The folders of a mailbox: the system ones and one per label its mail carries (of the account's
+     * own: read from the mail that carries any, CARRIES_OWN_LABELS).
+     */
     const folders = Effect.fn("FolderViews.folders")(function*(mailboxId: string) {
       const rows = yield* sql<{ label: string }>`
-        SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label) WHERE e.mailbox_id = ${mailboxId}`
+        SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label)
+        WHERE e.mailbox_id = ${mailboxId} AND ${sql.literal(CARRIES_OWN_LABELS)}`
       return foldersOf(rows.map((row) => row.label))
     }, Effect.catchTag("SqlError", outage))
 

@@ -2,11 +2,13 @@
  * The lists' narrowing conditions (services/mail/narrowing.ts) are ones an index of the emails holds, so
  * that one sender's mail or a mailbox's unread mail is found without reading the whole mailbox: the
  * planner, given an account of thousands of emails and its statistics, reads them through the index
- * (migrations 0082 and 0083, and 0009's address prefix).
+ * (migrations 0082 and 0083, and 0009's address prefix); so are the labels IMAP lists as folders (0084).
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { SYSTEM_LABELS } from "../../services/imap/folders.ts"
+import { CARRIES_OWN_LABELS } from "../../services/imap/views.ts"
 import { senderIs, unread } from "../../services/mail/narrowing.ts"
 import type { Entry } from "../../services/mail/sender-list-rules.ts"
 import { testDatabase } from "../support/database.ts"
@@ -15,8 +17,8 @@ import { insertUser } from "../support/users.ts"
 
 layer(testDatabase, { timeout: "60 seconds" })("the lists' indexes", (it) => {
   /**
-   * An account of 4,000 emails from 40 senders of 20 domains (and a few others), a handful unread, its
-   * statistics taken: a sender's mail, or the unread, is a small part of it, as in a mailbox of any size.
+   * An account of 4,000 emails from 40 senders of 20 domains (and a few others), a handful unread and a
+   * handful labelled by the account, its statistics taken: a sender's mail, or the unread, is a small part of it, as in a mailbox of any size.
    */
   const account = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -33,7 +35,7 @@ layer(testDatabase, { timeout: "60 seconds" })("the lists' indexes", (it) => {
       SELECT ${mailboxId} || '_' || g, ${mailboxId}, ${owner.userId}, '<' || g || '@planned>', 'th_' || g, '',
         coalesce((${others}::text[])[g % 100], 'user' || (g % 40) || '@sub' || (g % 20) || '.example.com'), '{}',
         now(), now() - g * interval '1 minute', '', '', '{}', '', false, ${sha}, 0,
-        CASE WHEN g % 500 = 0 THEN ARRAY['inbound', 'unread'] ELSE ARRAY['inbound'] END
+        CASE WHEN g % 500 = 0 THEN ARRAY['inbound', 'unread'] WHEN g % 700 = 0 THEN ARRAY['inbound', 'invoices'] ELSE ARRAY['inbound'] END
       FROM generate_series(1, 4000) g`
     yield* sql`ANALYZE emails`
     return { userId: owner.userId, mailboxId }
@@ -76,5 +78,19 @@ layer(testDatabase, { timeout: "60 seconds" })("the lists' indexes", (it) => {
       const planned = yield* plan(sql`e.mailbox_id = ${mailboxId} AND ${unread(sql)}`)
       expect(planned).toMatch(/Index (Only )?Scan (on|using) emails_unread_idx/)
       expect(planned).not.toContain("Seq Scan")
+    }))
+
+  it.effect("the labels of a mailbox's own that IMAP lists as folders are read from the mail carrying any", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const { mailboxId } = yield* account
+      const planned = yield* plan(sql`e.mailbox_id = ${mailboxId} AND ${sql.literal(CARRIES_OWN_LABELS)}`)
+      expect(planned).toMatch(/Index (Only )?Scan (on|using) emails_own_labels_idx/)
+      expect(planned).not.toContain("Seq Scan")
+      // What it finds: the account's label, and none of the system ones.
+      const labels = yield* sql<{ label: string }>`
+        SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label)
+        WHERE e.mailbox_id = ${mailboxId} AND ${sql.literal(CARRIES_OWN_LABELS)}`
+      expect(labels.map((row) => row.label).filter((label) => !SYSTEM_LABELS.has(label))).toEqual(["invoices"])
     }))
 })
