@@ -12,22 +12,20 @@ import { CARRIES_OWN_LABELS } from "../../services/imap/views.ts"
 import { senderIs, unread } from "../../services/mail/narrowing.ts"
 import type { Entry } from "../../services/mail/sender-list-rules.ts"
 import { testDatabase } from "../support/database.ts"
-import { uniqueName } from "../support/services.ts"
+import { insertMailbox, storeBlob } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 layer(testDatabase, { timeout: "60 seconds" })("the lists' indexes", (it) => {
   /**
    * An account of 4,000 emails from 40 senders of 20 domains (and a few others), a handful unread and a
-   * handful labelled by the account, its statistics taken: a sender's mail, or the unread, is a small part of it, as in a mailbox of any size.
+   * handful labelled by the account, its statistics taken: a sender's mail, or the unread, is a small
+   * part of it, as in a mailbox of any size.
    */
   const account = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const owner = yield* insertUser()
-    const mailboxId = uniqueName("mbx")
-    yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-               VALUES (${mailboxId}, ${owner.userId}, ${mailboxId}, 'agents.localhost', ${`${mailboxId}@agents.localhost`})`
-    const sha = "0".repeat(64)
-    yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${sha}, 0, '') ON CONFLICT DO NOTHING`
+    const { mailboxId } = yield* insertMailbox(owner)
+    const sha = yield* storeBlob(new Uint8Array())
     const others = ["nora+reports@example.org", "ann@x.eu.example.org", "müller@bücher.example"]
     yield* sql`
       INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,

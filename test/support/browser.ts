@@ -33,18 +33,18 @@ export const openPage = async (browser: Browser, baseUrl: string, viewport = { w
   })
   // Which document of the page each request was asked for: a request still going when the page loads
   // another (a reload, a link followed) is cancelled by the browser, as the icon of a page left at once.
-  let document = 0
+  let documents = 0
   const askedBy = new WeakMap<Request, number>()
   page.on("request", (request) => {
-    if (request.isNavigationRequest() && request.frame() === page.mainFrame()) document++
-    else askedBy.set(request, document)
+    if (request.isNavigationRequest() && request.frame() === page.mainFrame()) documents++
+    else askedBy.set(request, documents)
   })
   page.on("requestfailed", (request) => {
     // An EventSource the page closes, or a request it drops (both at sign-out), ends as aborted: the
     // page's own doing, not a failure; so does any request of a document the page has left.
     const aborted = request.failure()?.errorText === "net::ERR_ABORTED"
     const dropped = aborted &&
-      (["eventsource", "fetch"].includes(request.resourceType()) || askedBy.get(request) !== document)
+      (["eventsource", "fetch"].includes(request.resourceType()) || askedBy.get(request) !== documents)
     if (!page.isClosed() && !dropped) problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
   })
   return { page, problems }

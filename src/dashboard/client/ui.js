@@ -63,7 +63,7 @@ const StreamNotice = () => {
  * is, not in UTC, and "until 5 December" takes in all of the 5th (before the 6th starts).
  * @param {string} day @param {number} [later]
  */
-export const dayStart = (day, later = 0) => {
+const dayStart = (day, later = 0) => {
   const [year, month, date] = day.split("-").map(Number)
   return new Date(year ?? 0, (month ?? 1) - 1, (date ?? 1) + later).toISOString()
 }
