@@ -4,7 +4,7 @@
  * console error, an uncaught exception, a request answered 4xx/5xx or failing outright.
  */
 import * as fs from "node:fs"
-import { type Browser, chromium, type Page, type Request } from "playwright-core"
+import { type Browser, chromium, type Page } from "playwright-core"
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 
@@ -31,20 +31,11 @@ export const openPage = async (browser: Browser, baseUrl: string, viewport = { w
   page.on("response", (response) => {
     if (response.status() >= 400) problems.push(`${response.status()} ${response.request().method()} ${response.url()}`)
   })
-  // Which document of the page each request was asked for: a request still going when the page loads
-  // another (a reload, a link followed) is cancelled by the browser, as the icon of a page left at once.
-  let documents = 0
-  const askedBy = new WeakMap<Request, number>()
-  page.on("request", (request) => {
-    if (request.isNavigationRequest() && request.frame() === page.mainFrame()) documents++
-    else askedBy.set(request, documents)
-  })
   page.on("requestfailed", (request) => {
     // An EventSource the page closes, or a request it drops (both at sign-out), ends as aborted: the
-    // page's own doing, not a failure; so does any request of a document the page has left.
-    const aborted = request.failure()?.errorText === "net::ERR_ABORTED"
-    const dropped = aborted &&
-      (["eventsource", "fetch"].includes(request.resourceType()) || askedBy.get(request) !== documents)
+    // page's own doing, not a failure; so does a fetch of the browser's own ("other": the page's icon,
+    // which Chromium fetches after the page has loaded and cancels when it likes, at a reload say).
+    const dropped = ["eventsource", "fetch", "other"].includes(request.resourceType()) && request.failure()?.errorText === "net::ERR_ABORTED"
     if (!page.isClosed() && !dropped) problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
   })
   return { page, problems }
