@@ -168,11 +168,13 @@ const limitPassed = (error: SqlError): "day" | "period" | undefined => {
     : undefined
 }
 
-/** 403 SEND_QUOTA: the plan's sends of the day (or billing period) are used up. */
-const quotaReached = (plan: Plan, window: "day" | "period", used: number) => {
+/** 403 SEND_QUOTA: the plan's sends of the day (or billing period) are used up, or too few are left for `sends` more. */
+const quotaReached = (plan: Plan, window: "day" | "period", used: number, sends: number) => {
   const limit = window === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!
+  const left = Math.max(0, limit - used)
   return new SendQuotaReached({
-    message: `The ${plan} plan sends at most ${limit} messages a ${window === "day" ? "day" : "billing period"}`,
+    message: `The ${plan} plan sends at most ${limit} messages a ${window === "day" ? "day" : "billing period"}: ${used} sent, ` +
+      (left === 0 ? "none left" : `${left} left, fewer than these ${sends}`),
     details: { window, used, limit, plan }
   })
 }
@@ -372,18 +374,25 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const plan = limits[row.plan]
       // The period first: when both would be passed, waiting for tomorrow would not help.
       if (plan.sendsPerMonth !== null && row.sentThisPeriod + sends > plan.sendsPerMonth) {
-        return Effect.fail(quotaReached(row.plan, "period", row.sentThisPeriod))
+        return Effect.fail(quotaReached(row.plan, "period", row.sentThisPeriod, sends))
       }
-      if (row.sentToday + sends > plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
+      if (row.sentToday + sends > plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday, sends))
       return Effect.void
     }
 
-    /** A store the counters' checks refused: the limit the sends before it (at the same moment) used up. */
-    const asQuota = (plan: Plan) => (error: SqlError): Effect.Effect<never, SqlError | SendQuotaReached> => {
+    /**
+     * A store the counters' checks refused: sends of the same moment took what this one counted on. The
+     * refusal says what they left, read again (a batch may be refused with sends to spare, just fewer
+     * than it holds).
+     */
+    const asQuota = (userId: string, sends: ReadonlyArray<AcceptedSend>) => (error: SqlError): Effect.Effect<never, SqlError | SendQuotaReached> => {
       const passed = limitPassed(error)
-      return passed === undefined
-        ? Effect.fail(error)
-        : Effect.fail(quotaReached(plan, passed, passed === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!))
+      if (passed === undefined) return Effect.fail(error)
+      const { day, periodStart, plan } = sends[0]!
+      const counted = passed === "day"
+        ? sql<{ used: number }>`SELECT sent::float8 AS used FROM mail_daily_counters WHERE user_id = ${userId} AND day = ${day}::date`
+        : sql<{ used: number }>`SELECT emails_sent::float8 AS used FROM usage_counters WHERE user_id = ${userId} AND period_start = ${periodStart}`
+      return Effect.flatMap(counted, (rows) => Effect.fail(quotaReached(plan, passed, rows[0]?.used ?? 0, sends.length)))
     }
 
     /** The deliveries of these emails, their jobs on the bus: none of them is published again (requeue.ts). */
@@ -500,7 +509,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             : Effect.map(earlierAnswer(sql, userId, key, SendAnswer), (one) => one && [one])
 
         const stored = !batch && idempotency === undefined
-          ? [yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap((row) => answer(accepted[0]!, row)))]
+          ? [yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(userId, accepted)), Effect.flatMap((row) => answer(accepted[0]!, row)))]
           : yield* sql.withTransaction(Effect.gen(function*() {
             const rows = yield* storeEmailsWith(sql, accepted.map((s) => s.email), (part) => alongside(part.map((email) => accepted.find((s) => s.email === email)!)))
             const answers = yield* Effect.forEach(accepted, (send, i) => answer(send, rows[i]))
@@ -510,7 +519,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             if (!(yield* claim(sql, userId, idempotency, batch ? answers : answers[0]))) return yield* new KeyTaken()
             return answers
           })).pipe(
-            Effect.catchTag("SqlError", asQuota(from.plan)),
+            Effect.catchTag("SqlError", asQuota(userId, accepted)),
             Effect.catchTag("KeyTaken", () =>
               Effect.flatMap(earlier(idempotency!), (answers) =>
                 answers === undefined

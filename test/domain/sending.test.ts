@@ -131,7 +131,7 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(recipients.map((r) => r.recipient)).toEqual(["ada@partner.test", "jo@xn--bcher-kva.example"])
       }))
 
-    it.effect("sends at the same moment cannot together pass a limit: of ten with five left, five are sent and five refused", () =>
+    it.effect("sends at the same moment cannot together pass a limit: of ten with five left, five are sent and five refused; of two batches of 60 with 100 left, one, and the other is told the 40 left", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const sending = yield* Outbound
@@ -162,6 +162,20 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(byPeriod).toHaveLength(5)
         expect(byPeriod[0]).toMatchObject({ code: "SEND_QUOTA", details: { window: "period", used: 100, limit: 100 } })
         expect(yield* counted(monthly.userId)).toEqual({ today: 5, period: 100, emails: 5 })
+
+        // Two batches of 60 with 100 left: each would pass alone; the one refused says what the other left.
+        const batches = yield* insertUser("free")
+        const batchesBox = yield* insertMailbox(batches)
+        const sixty = Array.from({ length: 60 }, (_, i) => message(i))
+        const both = yield* Effect.all([0, 1].map(() => Effect.either(sending.submitBatch(batches.userId, batchesBox.mailboxId, sixty))), {
+          concurrency: "unbounded"
+        })
+        expect(refusals(both)).toEqual([expect.objectContaining({
+          code: "SEND_QUOTA",
+          message: "The free plan sends at most 100 messages a billing period: 60 sent, 40 left, fewer than these 60",
+          details: { window: "period", used: 60, limit: 100, plan: "free" }
+        })])
+        expect(yield* counted(batches.userId)).toEqual({ today: 60, period: 60, emails: 60 })
       }))
 
     it.effect("drafts count as storage until sent or deleted (their mailbox's deletion too); a draft past the plan's storage is 403 STORAGE_QUOTA", () =>

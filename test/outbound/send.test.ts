@@ -1753,7 +1753,7 @@ describe("batches", () => {
     expect(past.error).toMatchObject({
       error: {
         code: "SEND_QUOTA",
-        message: "The free plan sends at most 100 messages a billing period",
+        message: "The free plan sends at most 100 messages a billing period: 1 sent, 99 left, fewer than these 100",
         details: { window: "period", used: 1, limit: 100, plan: "free" }
       }
     })
