@@ -18,7 +18,7 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { type DraftStart, Replies } from "./replies.ts"
+import { checkForwardedAttachments, type DraftStart, Replies } from "./replies.ts"
 import { type AddressInput, Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus, MAX_RECIPIENTS } from "./schemas.ts"
 import { claim, earlierAnswer, hashed, type Idempotency } from "./idempotency.ts"
 import { fromSendInput, Outbound, storageQuotaReached } from "./send.ts"
@@ -132,10 +132,19 @@ const SEND_AT_SLACK_MS = 5 * 60_000
  * have (a person would approve what cannot go), and a schedule well in the past (a mistyped year
  * would send it now, unreviewed).
  */
-const checkDraft = (content: DraftContent, sendAt: string | null | undefined, now = Date.now()) => {
+const checkDraft = (content: DraftContent, sendAt: string | null | undefined, startedToAll: boolean, now = Date.now()) => {
   const recipients = new Set([...(content.to ?? []), ...(content.cc ?? []), ...(content.bcc ?? [])].map(keyOf))
   if (recipients.size > MAX_RECIPIENTS) {
-    return Effect.fail(ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients (to, cc and bcc together)`))
+    // Filled in from a reply to all just now: the original's recipients are too many, not the caller's.
+    return Effect.fail(
+      startedToAll
+        ? ValidationError.field(
+          "reply_all",
+          `makes ${recipients.size} recipients (the email's and the draft's), more than the ${MAX_RECIPIENTS} a message may have: ` +
+            "leave reply_all out and name whom to answer in to and cc"
+        )
+        : ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients (to, cc and bcc together)`)
+    )
   }
   if (sendAt != null && new Date(sendAt).getTime() < now - SEND_AT_SLACK_MS) {
     return Effect.fail(ValidationError.field("send_at", "is in the past: give a time to come, or send the draft now"))
@@ -239,6 +248,12 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         yield* checkOriginal(userId, mailboxId, "forward_of", forwardOf)
       })
 
+    /** A forward's attachments and those of the email it forwards, together at most a message's: told when made or edited, not when approved. */
+    const checkForward = (forwardOf: string | null, content: DraftContent) =>
+      forwardOf === null
+        ? Effect.void
+        : Effect.flatMap(replies.attachmentsOf(forwardOf), (carried) => checkForwardedAttachments(carried, content.attachments?.length ?? 0))
+
     /** What the email a draft now answers or forwards gives it (nothing for a new message). */
     const startOf = (userId: string, inReplyTo: string | null, replyAll: boolean, forwardOf: string | null): Effect.Effect<DraftStart, NotFound | SqlError> =>
       inReplyTo !== null
@@ -261,7 +276,8 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.reply_all, input.forward_of)
       const [inReplyTo, replyAll, forwardOf] = [input.in_reply_to ?? null, input.reply_all ?? false, input.forward_of ?? null]
       const content = started(applied({}, input), yield* startOf(userId, inReplyTo, replyAll, forwardOf))
-      yield* checkDraft(content, input.send_at)
+      yield* checkDraft(content, input.send_at, replyAll)
+      yield* checkForward(forwardOf, content)
       yield* checkSize(userId, content)
       const insert = sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at, filled)
@@ -355,7 +371,8 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
           yield* startOf(userId, inReplyTo, replyAll, forwardOf)
         )
         : edited
-      yield* checkDraft(content, input.send_at)
+      yield* checkDraft(content, input.send_at, linked && replyAll)
+      yield* checkForward(forwardOf, content)
       yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`

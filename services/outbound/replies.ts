@@ -27,6 +27,7 @@ import {
   type ForwardInput,
   isAddress,
   MAX_ATTACHMENTS,
+  MAX_RECIPIENTS,
   type ReplyInput,
   withAsciiDomain
 } from "./schemas.ts"
@@ -155,6 +156,15 @@ export interface DraftStart {
   readonly subject?: string
 }
 
+/** A forward carries the original's `carried` attachments beside its own `added`: together, at most a message's. */
+export const checkForwardedAttachments = (carried: number, added: number) =>
+  carried + added > MAX_ATTACHMENTS
+    ? Effect.fail(ValidationError.field(
+      "attachments",
+      `must list at most ${MAX_ATTACHMENTS - carried} attachments: the email forwarded carries ${carried} of the ${MAX_ATTACHMENTS} a message may have`
+    ))
+    : Effect.void
+
 /** A composer's address as a request gives it: `{name, address}`, or the address alone. */
 const asInput = (address: NamedAddress): AddressInput => address.name ? { name: address.name, address: address.address } : address.address
 
@@ -229,10 +239,20 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
               : "has no one to reply to: its Reply-To or From is this mailbox's own address; name the recipients in cc or bcc"
           )
         }
+        const bcc = (input.bcc ?? []).map(named)
+        const everyone = new Set([...to, ...cc, ...bcc].map((a) => a.address.toLowerCase())).size
+        // Who a reply to all reaches is the original's doing: the caller can only choose fewer, with a draft.
+        if (all && input.to === undefined && everyone > MAX_RECIPIENTS) {
+          return ValidationError.field(
+            "email_id",
+            `has ${everyone} recipients to reply to all, more than the ${MAX_RECIPIENTS} a message may have: ` +
+              "reply to the sender alone, or make a draft (in_reply_to) naming whom to answer in to and cc"
+          )
+        }
         return {
           to,
           cc,
-          bcc: (input.bcc ?? []).map(named),
+          bcc,
           subject: input.subject ?? prefixed("Re", found.subject),
           text: input.text,
           html: input.html,
@@ -263,12 +283,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         ...(a.contentId ? { content_id: a.contentId.replace(/^<|>$/g, "") } : {})
       }))
       const added = input.attachments ?? []
-      if (carried.length + added.length > MAX_ATTACHMENTS) {
-        return yield* ValidationError.field(
-          "attachments",
-          `must list at most ${MAX_ATTACHMENTS - carried.length} attachments: the email forwarded carries ${carried.length} of the ${MAX_ATTACHMENTS} a message may have`
-        )
-      }
+      yield* checkForwardedAttachments(carried.length, added.length)
       const header = quoteHeader(found)
       // A note written in HTML alone is in the plain-text part too, as a reader of that part sees it.
       const note = input.text ?? (input.html === undefined ? "" : textFromHtml(input.html))
@@ -309,6 +324,10 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       return { to: to.map(asInput), cc: cc.map(asInput), subject: prefixed("Re", found.subject) }
     })
 
-    return { reply, answer, forward, mailboxOf, draftStart } as const
+    /** How many attachments a forward of `emailId` carries along. */
+    const attachmentsOf = (emailId: string) =>
+      Effect.map(sql<{ carried: number }>`SELECT count(*)::int AS carried FROM attachments WHERE email_id = ${emailId}`, (rows) => rows[0]?.carried ?? 0)
+
+    return { reply, answer, forward, mailboxOf, draftStart, attachmentsOf } as const
   })
 }) {}

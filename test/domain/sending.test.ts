@@ -19,6 +19,7 @@ import { Drafts } from "../../services/outbound/drafts.ts"
 import { ArcSeal } from "../../services/outbound/arc-seal.ts"
 import { ForwardedCopies } from "../../services/outbound/forwards.ts"
 import { Mta } from "../../services/outbound/mta.ts"
+import { Replies } from "../../services/outbound/replies.ts"
 import { requeueStranded } from "../../services/outbound/requeue.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { SmtpTransport } from "../../services/outbound/transport.ts"
@@ -176,6 +177,57 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           details: { window: "period", used: 60, limit: 100, plan: "free" }
         })])
         expect(yield* counted(batches.userId)).toEqual({ today: 60, period: 60, emails: 60 })
+      }))
+
+    it.effect("what an email gives a reply to all or a forward is counted when the reply or the draft is made: past 50 recipients or 100 attachments, refused naming what to change", () =>
+      Effect.gen(function*() {
+        const drafts = yield* Drafts
+        const replies = yield* Replies
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const crowd = Array.from({ length: 60 }, (_, i) => `reader${i}@partner.test`)
+        const announced = yield* insertEmail(box, { subject: "To all", receivedMinutesAgo: 1, headers: { to: [box.address, ...crowd].join(", ") } })
+        const tooMany = "makes 61 recipients (the email's and the draft's), more than the 50 a message may have: leave reply_all out and name whom to answer in to and cc"
+        expect(yield* Effect.flip(drafts.create(owner.userId, box.mailboxId, { in_reply_to: announced.id, reply_all: true, text: "Noted." }))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { reply_all: tooMany }
+        })
+        // Made a reply to all by an edit, likewise; a reply to the sender alone is fine, as is naming fewer.
+        const plain = yield* drafts.create(owner.userId, box.mailboxId, { in_reply_to: announced.id, text: "Noted." })
+        expect(plain.to).toEqual(["sender@example.com"])
+        expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, plain.draft_id, { reply_all: true }))).toMatchObject({ details: { reply_all: tooMany } })
+        expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, plain.draft_id, { cc: crowd }))).toMatchObject({
+          details: { to: "must list at most 50 recipients (to, cc and bcc together)" }
+        })
+        expect(yield* Effect.flip(replies.reply(owner.userId, announced.id, { text: "Noted." }, true))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: {
+            email_id: "has 61 recipients to reply to all, more than the 50 a message may have: " +
+              "reply to the sender alone, or make a draft (in_reply_to) naming whom to answer in to and cc"
+          }
+        })
+
+        // A forward carries the original's attachments: with the draft's own, at most 100, told when made or edited.
+        const file = (i: number) => ({ filename: `${i}.txt`, content_type: "text/plain", content: "aGk=" })
+        const carrying = yield* insertEmail(box, {
+          subject: "Files",
+          receivedMinutesAgo: 1,
+          attachments: [1, 2].map((i) => ({ filename: `${i}.txt`, contentType: "text/plain", bytes: new TextEncoder().encode(`file ${i}`) }))
+        })
+        const past = { attachments: "must list at most 98 attachments: the email forwarded carries 2 of the 100 a message may have" }
+        expect(yield* Effect.flip(drafts.create(owner.userId, box.mailboxId, {
+          forward_of: carrying.id,
+          to: ["desk@partner.test"],
+          attachments: Array.from({ length: 99 }, (_, i) => file(i))
+        }))).toMatchObject({ code: "VALIDATION_ERROR", details: past })
+        const forward = yield* drafts.create(owner.userId, box.mailboxId, { forward_of: carrying.id, to: ["desk@partner.test"], attachments: [file(0)] })
+        expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, forward.draft_id, { attachments: Array.from({ length: 99 }, (_, i) => file(i)) })))
+          .toMatchObject({ details: past })
+        const full = yield* drafts.update(owner.userId, box.mailboxId, forward.draft_id, { attachments: Array.from({ length: 98 }, (_, i) => file(i)) })
+        expect(full.attachments).toHaveLength(98)
+        // Made a forward of it by an edit, a plain draft with 99 attachments is refused too.
+        const own = yield* drafts.create(owner.userId, box.mailboxId, { to: ["desk@partner.test"], attachments: Array.from({ length: 99 }, (_, i) => file(i)) })
+        expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, own.draft_id, { forward_of: carrying.id }))).toMatchObject({ details: past })
       }))
 
     it.effect("drafts count as storage until sent or deleted (their mailbox's deletion too); a draft past the plan's storage is 403 STORAGE_QUOTA", () =>

@@ -32,12 +32,12 @@ const settings = Layer.succeed(OutboundSettings, {
 const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
 
 /**
- * Outbound, Drafts, Mailboxes, the bus and DependencyHealth, as the services built on sending need
+ * Outbound, Replies, Drafts, Mailboxes, the bus and DependencyHealth, as the services built on sending need
  * them; the bus in memory, or one a suite makes of it (`over`: one that refuses, say).
  */
 export const inProcessOutboundOver = (over: (bus: BusShape) => BusShape) =>
   Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
-    Layer.provide(Replies.Default),
+    Layer.provideMerge(Replies.Default),
     Layer.provideMerge(Outbound.Default),
     Layer.provide(RecipientDirectory.Default),
     Layer.provideMerge(Layer.mergeAll(
