@@ -144,6 +144,22 @@ const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>>
 }
 
 /**
+ * The most of a value the emails' indexes hold (a subject, a sender's address, a Message-ID and those
+ * it refers to), in UTF-8 bytes: an index row holds at most 2,704, and lower() may make a text half as
+ * long again. A header may be longer (a folded Subject of 3,000 characters is RFC 5322's), and such a
+ * row would be refused, the message accepted and never stored. The column keeps the value cut at a
+ * character; the header stays whole in `headers` and the raw message. Message-IDs are cut alike
+ * wherever they are stored, so that a reply still finds a long one it refers to.
+ */
+export const MAX_INDEXED_BYTES = 1500
+
+const indexable = (value: string): string => {
+  if (value.length * 3 <= MAX_INDEXED_BYTES) return value
+  const { read } = new TextEncoder().encodeInto(value, new Uint8Array(MAX_INDEXED_BYTES))
+  return value.slice(0, read)
+}
+
+/**
  * The statement: the emails as rows of one JSON parameter (a statement's size does not grow with its
  * number of placeholders), each picking its thread and its `blocked` label in the database; their
  * attachments; the storage they add, per account in lock order. Answers the rows inserted.
@@ -158,9 +174,9 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         id: email.emailId,
         mailbox_id: email.mailboxId,
         user_id: email.userId,
-        message_id: email.messageId,
-        subject: parsed.subject,
-        from_address: parsed.from ?? email.mailFrom,
+        message_id: indexable(email.messageId),
+        subject: indexable(parsed.subject),
+        from_address: indexable(parsed.from ?? email.mailFrom),
         from_name: parsed.fromName,
         // Received mail with no To (a Bcc copy, a list) was still delivered to the mailbox; sent mail is
         // addressed as its headers say, so one sent to Bcc alone has no To.
@@ -184,7 +200,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         authentication_results: email.authenticationResults ?? null,
         spam: email.spam ?? null,
         extracted: email.extracted ?? null,
-        referenced: thread.referenced,
+        referenced: thread.referenced.map(indexable),
         own_thread: thread.own,
         fallback_thread: thread.fallback,
         header_from_forms: email.headerFromForms ?? [],
@@ -197,26 +213,30 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
     const all = emails.flatMap((email) => email.parsed.attachments.map((a, position) => ({ email, a, position })))
     // Each distinct content once, in lock order: concurrent stores may hold the same attachment.
     const contents = inLockOrder(new Map(all.map(({ a }) => [a.checksum, a])))
-    // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
+    // The rows of the emails this statement stores: not those of a copy dropped, a redelivery (they
+    // exist already) or an email deleted since (a row would name no email, and fail the statement).
+    const attachmentRows = all.map(({ a, email, position }) => ({
+      id: newId("att"),
+      email_id: email.emailId,
+      position,
+      filename: a.filename,
+      content_type: a.contentType,
+      size: a.size,
+      checksum: a.checksum,
+      content_id: a.contentId,
+      charset: a.charset
+    }))
     const attachments = all.length === 0 ? sql`` : sql`,
       attachment_blobs AS (
         INSERT INTO blobs ${sql.insert(contents.map((a) => ({ sha256: a.checksum, size: a.size, content: a.content })))}
         ON CONFLICT (sha256) DO UPDATE SET created_at = now()
       ),
       attachment_rows AS (
-        INSERT INTO attachments ${
-      sql.insert(all.map(({ a, email, position }) => ({
-        id: newId("att"),
-        emailId: email.emailId,
-        position,
-        filename: a.filename,
-        contentType: a.contentType,
-        size: a.size,
-        checksum: a.checksum,
-        contentId: a.contentId,
-        charset: a.charset
-      })))
-    }
+        INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum, content_id, charset)
+        SELECT a.* FROM jsonb_to_recordset(${JSON.stringify(attachmentRows)}::jsonb) AS a(
+          id text, email_id text, position integer, filename text, content_type text, size bigint, checksum text, content_id text, charset text)
+        WHERE a.email_id IN (SELECT id FROM email)
+        ORDER BY a.email_id, a.position
         ON CONFLICT (email_id, position) DO NOTHING
       )`
     return yield* sql<StoredEmail>`

@@ -14,7 +14,7 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { type Authentication, Authenticator, type Envelope } from "../../services/mail/authentication.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
 import { BLOCKED } from "../../services/mail/sender-list-rules.ts"
-import { type NewEmail, storeEmails } from "../../services/mail/store.ts"
+import { MAX_INDEXED_BYTES, type NewEmail, storeEmails } from "../../services/mail/store.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
 import { insertMailbox, type Mailbox, newInbound, storeBlob } from "../support/seed-mail.ts"
@@ -226,6 +226,48 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       expect((yield* storeEmails(sql, batch)).map((row) => row?.id)).toEqual([batch[0]!.emailId, undefined])
       const held = yield* sql<{ n: string }>`SELECT count(*) AS n FROM emails WHERE mailbox_id = ${mailbox.mailboxId}`
       expect(Number(held[0]!.n)).toBe(1 + 2 + 2 + 1)
+    }))
+
+  it.effect("a copy dropped, or an email deleted since it was accepted, stores none of its attachments: the statement stores the rest of its batch", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const report = { subject: "Report", messageId: "<report@example.test>", date: "Thu, 03 Dec 2026 10:00:00 +0000", attachment: "Figures." }
+      const [first] = yield* storeEmails(sql, [yield* newEmail(mailbox, report)])
+      expect(first?.hasAttachments).toBe(true)
+      // A sender's retry of it, and a message deleted before the bus delivered it again, beside a new one.
+      const deleted = yield* newEmail(mailbox, { subject: "Gone", messageId: "<gone@example.test>", attachment: "Old." })
+      yield* sql`INSERT INTO deleted_emails (id) VALUES (${deleted.emailId})`
+      const fresh = yield* newEmail(mailbox, { subject: "New", messageId: "<new@example.test>", attachment: "New figures." })
+      const stored = yield* storeEmails(sql, [yield* newEmail(mailbox, report), deleted, fresh])
+      expect(stored.map((row) => row?.id)).toEqual([undefined, undefined, fresh.emailId])
+      const attachments = yield* sql<{ emailId: string }>`
+        SELECT email_id FROM attachments WHERE email_id IN (SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId})`
+      expect(attachments.map((a) => a.emailId).sort()).toEqual([first!.id, fresh.emailId].sort())
+    }))
+
+  it.effect("a header longer than an index row holds (a long folded Subject, a Message-ID, a sender) is stored cut, whole in the headers; a reply to the long Message-ID joins its thread", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      // Letters that do not compress (an index keeps a long value compressed when it can).
+      let seed = 7
+      const letters = (n: number) =>
+        Array.from({ length: n }, () => "abcdefghijklmnopqrstuvwxyzäöüéèñçß"[(seed = (seed * 48271) % 2147483647) % 34]).join("")
+      const words = Array.from({ length: 400 }, () => letters(8)).join(" ")
+      const folded = words.match(/.{1,70}(?: |$)/g)!.join("\r\n ")
+      const longId = `<${letters(3000)}@example.test>`
+      const sender = `${letters(3000)}@example.test`
+      const [stored] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: folded, messageId: longId, from: sender })])
+      expect(stored).toBeDefined()
+      expect(new TextEncoder().encode(stored!.subject).length).toBeLessThanOrEqual(MAX_INDEXED_BYTES)
+      expect(stored!.subject.length).toBeGreaterThan(MAX_INDEXED_BYTES / 2)
+      expect(words.startsWith(stored!.subject.replace(/\s+/g, " "))).toBe(true)
+      expect(sender.startsWith(stored!.fromAddress)).toBe(true)
+      const headers = yield* sql<{ subject: string }>`SELECT headers->>'subject' AS subject FROM emails WHERE id = ${stored!.id}`
+      expect(headers[0]!.subject.replace(/\s+/g, " ")).toBe(words)
+      const [reply] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: "Re: it", messageId: "<reply@example.test>", inReplyTo: longId })])
+      expect(reply!.threadId).toBe(stored!.threadId)
     }))
 
   it.effect("a Date past the year 9999 (a sender's to choose) is stored, not refused, dated when it was received (no client reads a five-digit year)", () =>
