@@ -104,16 +104,33 @@ const TEXT_CONTENT_TYPE = /^Content-Type:[ \t]*text\/[^\r\n]*(?:\r?\n[ \t][^\r\n
  * reads them as what such mail is nearly always written in (parse.ts). The message itself when no
  * part lacks a charset.
  */
-export const labelledWindows1252 = (message: Buffer): Buffer => {
+export const labelledWindows1252 = (message: Buffer): Buffer => relabelled(message, false)
+
+/**
+ * `message` with every text part labelled UTF-8 labelled Windows-1252 instead: for text sent
+ * quoted-printable or base64 whose charset says UTF-8 and whose bytes are not (parse.ts reads it so
+ * only when the first reading lost characters). The message itself when no part names UTF-8.
+ */
+export const utf8RelabelledWindows1252 = (message: Buffer): Buffer => relabelled(message, true)
+
+const UTF8_CHARSET = /(charset\s*=\s*)(?:"utf-?8"|'utf-?8'|utf-?8)(?=[\s;]|$)/i
+
+/** Text parts labelled Windows-1252: those that name no charset, or (`utf8`) those that name UTF-8. */
+const relabelled = (message: Buffer, utf8: boolean): Buffer => {
   const text = message.toString("latin1")
   const headEnd = text.search(/\r?\n\r?\n/)
   const head = headEnd === -1 ? text : text.slice(0, headEnd)
   let changed = false
   const labelled = text.replace(TEXT_CONTENT_TYPE, (header) => {
+    if (utf8) {
+      if (!UTF8_CHARSET.test(header)) return header
+      changed = true
+      return header.replace(UTF8_CHARSET, "$1windows-1252")
+    }
     if (/charset\s*=/i.test(header)) return header
     changed = true
     return `${header.replace(/[\s;]+$/, "")}; charset=windows-1252`
   })
-  if (!/^Content-Type:/im.test(head)) return Buffer.from(`Content-Type: text/plain; charset=windows-1252\r\n${labelled}`, "latin1")
+  if (!utf8 && !/^Content-Type:/im.test(head)) return Buffer.from(`Content-Type: text/plain; charset=windows-1252\r\n${labelled}`, "latin1")
   return changed ? Buffer.from(labelled, "latin1") : message
 }

@@ -14,7 +14,7 @@ import { Effect } from "effect"
 import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
-import { labelledWindows1252, legacyBytesAsUtf8 } from "./charsets.ts"
+import { firstInvalidUtf8, labelledWindows1252, legacyBytesAsUtf8, utf8RelabelledWindows1252 } from "./charsets.ts"
 import { dateHeaderMoment } from "./date-header.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
@@ -67,9 +67,70 @@ const MAX_HEAD_BYTES = 64 * 1024 * 1024
 
 const capped = (value: string) => (value.length > MAX_HEADER_VALUE ? value.slice(0, MAX_HEADER_VALUE) : value)
 
+/** An encoded word (RFC 2047): its charset (a language after `*` aside), B or Q, its text. */
+const ENCODED_WORD = /=\?([^?*\s]+)((?:\*[^?\s]*)?\?([bq])\?([^?\s]*)\?=)/gi
+
+const wordBytes = (encoding: string, text: string): Buffer =>
+  encoding.toLowerCase() === "b"
+    ? Buffer.from(text, "base64")
+    : Buffer.from(text.replace(/_/g, " ").replace(/=([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), "latin1")
+
+/** Whether `tail` is the start of a UTF-8 character, its lead byte and fewer continuation bytes than it needs. */
+const unfinished = (tail: Uint8Array): boolean => {
+  const lead = tail[0]!
+  const length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0
+  return tail.length < length && tail.subarray(1).every((byte) => byte >= 0x80 && byte <= 0xbf)
+}
+
+/**
+ * `value` with the encoded words that say UTF-8 and are not (`=?utf-8?Q?caf=E9?=`, the sender's
+ * mistake bodies are read past too) saying Windows-1252. Words next to each other (white space
+ * between) are judged together: a character's bytes may be split between two of them.
+ */
+const withWrongUtf8Words = (value: string): string => {
+  const words = [...value.matchAll(ENCODED_WORD)]
+  if (!words.some((word) => /^utf-?8$/i.test(word[1]!))) return value
+  const wrong = new Set<RegExpMatchArray>()
+  let run: Array<RegExpMatchArray> = []
+  // Each word with the start of a character the word before it left unfinished (`carry`, of `carrier`).
+  const judge = () => {
+    let carry = Buffer.alloc(0)
+    let carrier: RegExpMatchArray | undefined
+    for (const word of run) {
+      let bytes = Buffer.concat([carry, wordBytes(word[3]!, word[4]!)])
+      if (firstInvalidUtf8(bytes) < carry.length) {
+        wrong.add(carrier!)
+        bytes = bytes.subarray(carry.length)
+      }
+      const bad = firstInvalidUtf8(bytes)
+      const left = bad < bytes.length && unfinished(bytes.subarray(bad))
+      if (bad < bytes.length && !left) wrong.add(word)
+      carry = left ? bytes.subarray(bad) : Buffer.alloc(0)
+      carrier = left ? word : undefined
+    }
+    if (carrier !== undefined) wrong.add(carrier)
+    run = []
+  }
+  for (const [i, word] of words.entries()) {
+    const previous = words[i - 1]
+    const adjacent = previous !== undefined && /^\s*$/.test(value.slice(previous.index! + previous[0].length, word.index!))
+    if (!adjacent || !/^utf-?8$/i.test(word[1]!)) judge()
+    if (/^utf-?8$/i.test(word[1]!)) run.push(word)
+  }
+  judge()
+  if (wrong.size === 0) return value
+  let out = ""
+  let copied = 0
+  for (const word of wrong) {
+    out += `${value.slice(copied, word.index!)}=?windows-1252${word[2]!}`
+    copied = word.index! + word[0].length
+  }
+  return out + value.slice(copied)
+}
+
 const decodeWords = (value: string) => {
   try {
-    return libmime.decodeWords(value)
+    return libmime.decodeWords(withWrongUtf8Words(value))
   } catch {
     return value
   }
@@ -287,13 +348,14 @@ export const lostIn = (body: string | null): number => body === null ? 0 : body.
  * wrongly: each byte became U+FFFD, the text lost) is read again as Windows-1252, which is what such
  * mail is nearly always written in: the message with its 8-bit bytes that are no UTF-8 written as
  * those characters in UTF-8, then (for text sent quoted-printable or base64, whose bytes only the
- * transfer encoding hides) with its text parts that name no charset labelled Windows-1252. The text
+ * transfer encoding hides) with its text parts that name no charset labelled Windows-1252, then
+ * with those that name UTF-8 so labelled. The text
  * and the html are each taken from the reading that lost fewest characters: a part that named its
  * charset was read right the first time.
  */
 const withLegacyText = (message: Buffer, parsed: { readonly text: string; readonly html: string | null }) => {
   if (lostIn(parsed.text) === 0 && lostIn(parsed.html) === 0) return Effect.succeed(parsed)
-  const readings = [legacyBytesAsUtf8(message), labelledWindows1252(message)].filter((reading) => reading !== message)
+  const readings = [legacyBytesAsUtf8(message), labelledWindows1252(message), utf8RelabelledWindows1252(message)].filter((reading) => reading !== message)
   return Effect.reduce(readings, parsed, (best, reading) =>
     bodiesOf(reading).pipe(
       Effect.map((again) => ({

@@ -103,9 +103,30 @@ describe("parseMessage", () => {
       expect(bare.text).toBe("Niño pequeño – boletín")
       const html = yield* parseMessage(Buffer.from(`${head}Content-Type: text/html;\r\n\tformat=flowed\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n<p>Cr=E8me fra=EEche =93p=E2tisserie=94</p>\r\n`))
       expect([html.html, html.text.trim()]).toEqual(["<p>Crème fraîche “pâtisserie”</p>", "Crème fraîche “pâtisserie”"])
+      // Labelled UTF-8 wrongly, the same; UTF-8 so labelled stays UTF-8.
+      const wrongly = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain; charset="UTF-8"\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nTr=E8s bon, 5=80\r\n`))
+      expect(wrongly.text).toBe("Très bon, 5€\n")
+      const wrongBase64 = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n${base64}\r\n`))
+      expect(wrongBase64.text).toBe("Niño pequeño – boletín")
+      const right = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nCaf=C3=A9 =E2=82=AC\r\n`))
+      expect(right.text).toBe("Café €\n")
       // UTF-8 sent the same way without a charset was read right, and stays so.
       const utf8 = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nCaf=C3=A9 =E2=82=AC\r\n`))
       expect(utf8.text).toBe("Café €\n")
+    }))
+
+  it.effect("an encoded word that says UTF-8 wrongly reads as Windows-1252; UTF-8 split between two words stays UTF-8", () =>
+    Effect.gen(function*() {
+      const parsed = yield* parseMessage(Buffer.from([
+        "From: =?utf-8?Q?Ren=E9?= <rene@example.com>",
+        "To: bot@agents.localhost",
+        // "Zoë café": ë's two bytes in two words; then a word that is no UTF-8.
+        "Subject: =?UTF-8?Q?Zo=C3?= =?UTF-8?Q?=AB?= =?utf-8?B?Y2Fm6Q==?= =?utf-8?Q?cr=E8me_=80?=",
+        "",
+        "Hi.",
+        ""
+      ].join("\r\n")))
+      expect([parsed.fromName, parsed.subject]).toEqual(["René", "Zoëcafécrème €"])
     }))
 
   it.effect("of the parts, only those read wrongly are read again: a part that named its charset keeps its reading, attachments stay whole", () =>
