@@ -57,6 +57,34 @@ const fieldsOf = (header: string): Array<Field> => {
   return fields
 }
 
+/**
+ * The signature's tags as its field's value (each ending in `;`), folded so that no line passes 78
+ * characters (RFC 5322 §2.1.1: a server may cut or refuse a longer one, and a line cut breaks the
+ * signature): between tags, and within `h=` after a colon, where §3.5 allows white space. A sender's
+ * many `X-…` fields make a long `h=`.
+ */
+const foldedTags = (tags: ReadonlyArray<string>): string => {
+  const pieces = tags.flatMap((tag) => {
+    if (!tag.startsWith("h=")) return [`${tag};`]
+    const names = tag.split(":")
+    return names.map((name, i) => (i < names.length - 1 ? `${name}:` : `${name};`))
+  })
+  let value = ""
+  let column = "DKIM-Signature:".length
+  for (const [i, piece] of pieces.entries()) {
+    // A space after each tag; none between h='s names, unless folded there.
+    const gap = i === 0 || pieces[i - 1]!.endsWith(";") ? " " : ""
+    if (column + gap.length + piece.length > 76) {
+      value += `${CRLF} ${piece}`
+      column = 1 + piece.length
+    } else {
+      value += gap + piece
+      column += gap.length + piece.length
+    }
+  }
+  return value
+}
+
 const signature = (data: Buffer, key: KeyObject) =>
   Effect.async<string, Error>((resume) => {
     sign("sha256", data, key, (error, signed) => resume(error ? Effect.fail(error) : Effect.succeed(signed.toString("base64"))))
@@ -92,7 +120,7 @@ export const dkimSign = (raw: Buffer, key: DkimKey, now: Date, alsoSigned: Reado
       "v=1", "a=rsa-sha256", "c=relaxed/relaxed", `d=${key.domainName}`, `s=${key.keySelector}`,
       `t=${Math.floor(now.getTime() / 1000)}`, `bh=${bodyHash}`, `h=${signed.join(":")}`
     ]
-    const value = ` ${tags.join("; ")};${CRLF} b=`
+    const value = `${foldedTags(tags)}${CRLF} b=`
     canonical += relaxedField("DKIM-Signature", value).slice(0, -CRLF.length)
     const b = yield* signature(Buffer.from(canonical, "latin1"), key.privateKey)
     // Folded every 72 characters: white space inside b= is ignored by verifiers (§3.5).

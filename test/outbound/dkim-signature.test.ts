@@ -36,6 +36,9 @@ const verdict = async (raw: Buffer) => {
 
 const signed = (raw: Buffer, alsoSigned?: ReadonlyArray<string>) => Effect.runPromise(dkimSign(raw, key, new Date("2026-11-26T10:00:00Z"), alsoSigned))
 
+/** The signed fields' names, as the h= tag lists them (folded where it is long). */
+const signedNames = (raw: string) => /; h=([^;]+);/.exec(raw.replace(/\r\n\s+/g, " "))![1]!.split(":").map((name) => name.trim())
+
 describe("DKIM signatures", () => {
   it("pass with folded fields, runs of white space, trailing blank lines, and with an empty body", async () => {
     for (const body of ["Hello  there, \t\r\nsecond line\t\r\n\r\n\r\n", "", "\r\n\r\n", "Latin-1 bytes: caf\xe9\r\n"]) {
@@ -45,12 +48,12 @@ describe("DKIM signatures", () => {
 
   it("signs every listed field present, and each once more, so one added in transit fails", async () => {
     const raw = (await signed(message([...header, "Received: from somewhere"], "Hi\r\n"))).toString("latin1")
-    const h = /; h=([^;]+);/.exec(raw.replace(/\r\n\s/g, ""))![1]!.split(":")
+    const h = signedNames(raw)
     expect(h).toEqual([
       "from", "from", "subject", "subject", "date", "date", "message-id", "message-id", "to", "to",
       "mime-version", "mime-version", "content-type", "content-type"
     ])
-    expect(raw.startsWith("DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=agents.test; s=sel1; t=1795687200;")).toBe(true)
+    expect(raw.replace(/\r\n\s+/g, " ").startsWith("DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=agents.test; s=sel1; t=1795687200;")).toBe(true)
     expect(raw.split("\r\n").every((line) => line.length <= 998)).toBe(true)
     const added = raw.replace("\r\n\r\n", "\r\nSubject: Pay this invoice\r\n\r\n")
     expect((await verdict(Buffer.from(added, "latin1")))[0]!.status).toBe("fail")
@@ -65,7 +68,7 @@ describe("DKIM signatures", () => {
 
   it("signs the further fields it is given (a sender's X- fields) as they are: a changed one fails, one added beside them does not", async () => {
     const raw = (await signed(message([...header, "X-Ticket: T-42", "X-Trace: 1"], "Hi\r\n"), ["X-Ticket", "Subject"])).toString("latin1")
-    const h = /; h=([^;]+);/.exec(raw.replace(/\r\n\s/g, ""))![1]!.split(":")
+    const h = signedNames(raw)
     // Subject is signed once more than it occurs, as ever; X-Ticket once; X-Trace not at all.
     expect(h.filter((name) => name === "subject")).toHaveLength(2)
     expect(h.filter((name) => name === "x-ticket")).toHaveLength(1)
@@ -74,6 +77,15 @@ describe("DKIM signatures", () => {
     expect((await verdict(Buffer.from(raw.replace("X-Ticket: T-42", "X-Ticket: T-43"), "latin1")))[0]!.status).toBe("fail")
     // A filter's own field of that name, added on top (as fields are), leaves the signed one to be found.
     expect((await verdict(Buffer.from(`X-Ticket: spam-filter-note\r\n${raw}`, "latin1")))[0]!.status).toBe("pass")
+  })
+
+  it("folds its field so that no line passes 78 characters, however many fields a sender signs: it still passes", async () => {
+    const names = Array.from({ length: 25 }, (_, i) => `X-Acme-Agent-Correlation-Identifier-${i}`)
+    const raw = (await signed(message([...header, ...names.map((name) => `${name}: ${name.length}`)], "Hi\r\n"), names)).toString("latin1")
+    const field = raw.slice(0, raw.indexOf("\r\nFrom:"))
+    expect(field.split("\r\n").map((line) => line.length).filter((length) => length > 78)).toEqual([])
+    expect(signedNames(raw).filter((name) => name.startsWith("x-acme"))).toEqual(names.map((name) => name.toLowerCase()))
+    expect(await verdict(Buffer.from(raw, "latin1"))).toEqual([{ status: "pass", domain: "agents.test" }])
   })
 
   it("canonicalizes a body as RFC 6376 §3.4.4's examples do", () => {
