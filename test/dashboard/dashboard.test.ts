@@ -513,6 +513,10 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await records.or(page.getByRole("alert")).waitFor()
     expect(watched.problems).toEqual([])
     await expect(records.getByRole("row").count()).resolves.toBeGreaterThanOrEqual(3)
+    // On a desktop's screen the records have the card's width: no copy button hidden past the table's box.
+    const hidden = await records.getByRole("button").evaluateAll((buttons) =>
+      buttons.filter((button) => button.getBoundingClientRect().right > button.closest(".table-scroll")!.getBoundingClientRect().right + 0.5).length)
+    expect(hidden).toBe(0)
     // Each copy button is named for its own record (the ownership and SPF records are both TXT @).
     const copyNames = await records.getByRole("button").evaluateAll((buttons) => buttons.map((b) => b.getAttribute("aria-label") ?? b.textContent))
     expect(new Set(copyNames).size).toBe(copyNames.length)

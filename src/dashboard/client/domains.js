@@ -166,14 +166,6 @@ export const DomainsPage = () => {
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}${check(d.dmarc_configured, "DMARC")}</div>
                 ${d.verified && !d.receives_mail && html`<p class="note error">Not receiving: the free plan does not include custom domains, so mail to this domain is refused for now (senders retry) until you upgrade.</p>`}
-                <details class="small" open=${!(d.verified && d.mx_configured && d.spf_configured && d.dkim_configured && d.dmarc_configured)}>
-                  <summary>DNS records</summary>
-                  <div class="full"><${Records} domain=${d} /></div>
-                </details>
-                ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
-                ${verdict && (verdict.ok
-                  ? html`<p class="note" role="status">Verified.</p>`
-                  : html`<p class="note error" role="status">${sentence(verdict.message)}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}
               </div>
               <div class="actions">
                 <button type="button" class="secondary" onClick=${() => verify(d)}>Verify</button>
@@ -181,6 +173,16 @@ export const DomainsPage = () => {
                   onClick=${() => setMigrating(migrating === d.domain_id ? null : d.domain_id)}>Migrate mailboxes</button>
                 <button type="button" class="danger" aria-label=${"Delete " + d.domain_name}
                   onClick=${() => confirm(`Delete ${d.domain_name}?`) && run(() => call("DELETE", `/api/domains/${encodeURIComponent(d.domain_id)}`))}>Delete</button>
+              </div>
+              <div class="full">
+                ${verdict && (verdict.ok
+                  ? html`<p class="note" role="status">Verified.</p>`
+                  : html`<p class="note error" role="status">${sentence(verdict.message)}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}
+                <details class="small" open=${!(d.verified && d.mx_configured && d.spf_configured && d.dkim_configured && d.dmarc_configured)}>
+                  <summary>DNS records</summary>
+                  <${Records} domain=${d} />
+                </details>
+                ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
               </div>
               ${migrating === d.domain_id && html`
                 <${Migrate} domain=${d} run=${run} onClose=${() => setMigrating(null)}
