@@ -11,6 +11,7 @@ import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Option } from "effect"
+import { eventKinds } from "../../services/webhooks/schemas.ts"
 import { AppConfig, imapEndpoint, submissionEndpoint } from "../config.ts"
 import { FRAME_SCRIPT } from "./client/frame-height.js"
 
@@ -117,6 +118,7 @@ const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<s
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Mailroom</title>
 <meta name="mailroom-shared-domains" content="${escapeAttribute(sharedDomains.join(","))}">
+<meta name="mailroom-event-kinds" content="${escapeAttribute(eventKinds.join(","))}">
 ${endpointMeta("mailroom-submission", submission)}${endpointMeta("mailroom-imap", imap)}<link rel="icon" href="/assets/${version}/icon.svg">
 <link rel="stylesheet" href="/assets/${version}/dashboard.css">
 <script type="importmap">${importMap}</script>

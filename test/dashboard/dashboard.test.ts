@@ -16,6 +16,7 @@ import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { totpAt } from "../../services/accounts/totp.ts"
+import { eventKinds } from "../../services/webhooks/schemas.ts"
 import { anonymous, withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
@@ -479,6 +480,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
+    // Every kind the API takes is offered, the meetings' and the schedule's too.
+    const kinds = await page.getByRole("group", { name: "Events" }).getByRole("checkbox").evaluateAll((boxes) => boxes.map((box) => box.parentElement!.textContent!.trim()))
+    expect(kinds).toEqual([...eventKinds])
     await page.getByLabel("Endpoint URL").fill(`${receiver.url}/hook`)
     await page.getByRole("button", { name: "Create webhook" }).click()
     await expect(page.getByTestId("new-secret").textContent()).resolves.toMatch(/^whsec_/)

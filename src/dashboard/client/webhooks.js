@@ -7,7 +7,8 @@ import { useEffect, useState } from "preact/hooks"
 import { call, fieldError, fieldErrorWithin, query } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, MailboxesUnread, useAction, useMailboxChoices, useReloading, when } from "./ui.js"
 
-const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "email.unsubscribed", "email.complained", "api_key.created"]
+/** The kinds of event a webhook may take, as the server wrote them into the page (services/webhooks/schemas.ts). */
+const kinds = () => (document.querySelector('meta[name="mailroom-event-kinds"]')?.getAttribute("content") ?? "").split(",").filter(Boolean)
 
 /** @param {any} answer an attempt's outcome: status_code, duration_ms, error */
 const outcomeOf = (answer) => answer.status_code === null ? `${answer.error} after ${answer.duration_ms} ms` : `answered ${answer.status_code} in ${answer.duration_ms} ms`
@@ -116,7 +117,7 @@ export const WebhooksPage = () => {
         hint="HTTPS; each delivery is signed with the endpoint's secret" error=${fieldError(error, "url")} />
       <fieldset class="kinds">
         <legend>Events</legend>
-        ${KINDS.map((kind) => html`
+        ${kinds().map((kind) => html`
           <label class="check"><input type="checkbox" checked=${events.includes(kind)}
             onChange=${(/** @type {any} */ e) => toggleKind(kind, e.currentTarget.checked)} /> <code>${kind}</code></label>`)}
       </fieldset>
