@@ -6,6 +6,7 @@
  * JSON Schema counts a string's length in code points too, so the OpenAPI document keeps its bounds.
  */
 import { Schema } from "effect"
+import { rule } from "./schema-rules.ts"
 
 /** Characters in `text`: its code points. */
 export const characterCount = (text: string): number => {
@@ -16,14 +17,14 @@ export const characterCount = (text: string): number => {
 
 /** At least `min` characters, else `message`. */
 export const minCharacters = (min: number, message: string) => <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
-  self.pipe(Schema.filter((text) => characterCount(text) >= min || message, { jsonSchema: { minLength: min } }))
+  self.pipe(rule((text) => characterCount(text) >= min || message, { jsonSchema: { minLength: min } }))
 
 /** At most `max` characters, else `message`. */
 export const maxCharacters = (max: number, message: string) => <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
-  self.pipe(Schema.filter((text) => characterCount(text) <= max || message, { jsonSchema: { maxLength: max } }))
+  self.pipe(rule((text) => characterCount(text) <= max || message, { jsonSchema: { maxLength: max } }))
 
 /** One line of text: no line breaks or other control characters (C0, DEL, C1, the Unicode line and paragraph separators). */
 export const oneLine = <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
-  self.pipe(Schema.filter((text) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text), {
+  self.pipe(rule((text) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text), {
     message: () => "must be one line, without control characters"
   }))

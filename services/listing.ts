@@ -3,6 +3,7 @@
  * and the `meta { total, limit, offset, hasMore }` of a page.
  */
 import { Schema } from "effect"
+import { rule } from "./schema-rules.ts"
 
 export type Direction = "asc" | "desc"
 
@@ -50,7 +51,7 @@ export const SortParam = <const F extends string>(fields: ReadonlyArray<F>, alia
   const message = `must be <field>:<asc|desc> with field one of ${fields.join(", ")}`
   const fieldOf = (name: string): F | undefined => fields.includes(name as F) ? name as F : Object.hasOwn(aliases, name) ? aliases[name] : undefined
   const checked = Schema.String.pipe(
-    Schema.filter((value) => {
+    rule((value) => {
       const [field, direction, ...rest] = value.split(":")
       return rest.length === 0 && fieldOf(field!) !== undefined && (direction === undefined || direction === "asc" || direction === "desc")
         ? undefined

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { maxCharacters, minCharacters, oneLine } from "../characters.ts"
+import { rule } from "../schema-rules.ts"
 
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
 
@@ -16,7 +17,7 @@ export const Password = Schema.String.pipe(
   minCharacters(8, "must be at least 8 characters"),
   maxCharacters(1024, "must be at most 1024 characters"),
   // Spaces count as characters (a passphrase's are kept as typed), but eight of them alone are no password.
-  Schema.filter((password) => /\S/.test(password), { message: () => "must not be only spaces" })
+  rule((password) => /\S/.test(password), { message: () => "must not be only spaces" })
 )
 
 /** A person's name: one line of text (no line breaks or other control characters). */

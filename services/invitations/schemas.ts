@@ -91,7 +91,7 @@ export const Invitation = Schema.Struct({
 export type Invitation = typeof Invitation.Type
 
 export const RespondInput = Schema.Struct({
-  status: ResponseStatus.annotations({ message: () => "must be one of accepted, declined, tentative" }),
+  status: ResponseStatus.annotations({ message: () => "must be one of accepted, declined, tentative", description: "The answer: accepted, declined or tentative" }),
   comment: Schema.optional(Schema.String.pipe(Schema.maxLength(MAX_COMMENT_CHARS))).annotations({
     description: `A note to the organizer (at most ${MAX_COMMENT_CHARS.toLocaleString("en")} characters), in the reply's text and its COMMENT`
   })

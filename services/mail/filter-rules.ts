@@ -25,6 +25,7 @@
 import { Schema } from "effect"
 import { applyChange, type LabelChange, Label, MAX_LABELS } from "./label-rules.ts"
 import { BLOCKED, ENTRY_FORMS, parseEntry, senderForms } from "./sender-list-rules.ts"
+import { rule } from "../schema-rules.ts"
 
 /** Filters one account keeps at most. */
 export const MAX_FILTERS = 100
@@ -43,7 +44,7 @@ const terms = (item: Schema.Schema<string>) =>
   )
 
 const Phrase = Schema.String.pipe(
-  Schema.filter((phrase) => {
+  rule((phrase) => {
     if (phrase.trim().length === 0) return "must not be empty"
     if ([...phrase].length > MAX_PHRASE_LENGTH) return `must be at most ${MAX_PHRASE_LENGTH} characters`
     // eslint-disable-next-line no-control-regex
@@ -52,7 +53,7 @@ const Phrase = Schema.String.pipe(
   })
 ).annotations({ description: `A phrase of 1-${MAX_PHRASE_LENGTH} characters, found in any case` })
 
-const Entry = Schema.String.pipe(Schema.filter((raw) => {
+const Entry = Schema.String.pipe(rule((raw) => {
   const parsed = parseEntry(raw)
   return typeof parsed === "string" ? parsed : true
 })).annotations({ description: `${ENTRY_FORMS}; case-insensitive` })
@@ -89,7 +90,7 @@ export const FilterActions = Schema.Struct({
 export type FilterActions = typeof FilterActions.Type
 
 const Name = Schema.String.pipe(
-  Schema.filter((name) => name.trim().length > 0 || "must not be empty"),
+  rule((name) => name.trim().length > 0 || "must not be empty"),
   Schema.maxLength(MAX_NAME_LENGTH, { message: () => `must be at most ${MAX_NAME_LENGTH} characters` })
 )
 
@@ -99,8 +100,8 @@ export const FilterInput = Schema.Struct({
     description: "The mailbox whose mail it filters; null or absent: every mailbox of the account"
   }),
   enabled: Schema.optional(Schema.Boolean).annotations({ description: "Default true; a disabled filter is kept and skipped" }),
-  conditions: FilterConditions,
-  actions: FilterActions
+  conditions: FilterConditions.annotations({ description: "What an email must meet, every condition given (at least one)" }),
+  actions: FilterActions.annotations({ description: "What is done to an email that meets them" })
 }).annotations({ identifier: "FilterInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type FilterInput = typeof FilterInput.Type
 

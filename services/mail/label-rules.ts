@@ -20,6 +20,7 @@
  */
 import { Effect, Schema } from "effect"
 import { FactLabel, ValidationError } from "../errors.ts"
+import { rule } from "../schema-rules.ts"
 
 /** Labels that state facts about an email: set by Mailroom when it stores the email, never changed. */
 export const factLabels = ["inbound", "sent"] as const
@@ -52,7 +53,7 @@ export const labelProblem = (label: string): string | undefined => {
 }
 
 /** A label name on the wire, with the rule's message when it is not one. */
-export const Label = Schema.String.pipe(Schema.filter((label) => labelProblem(label) ?? true))
+export const Label = Schema.String.pipe(rule((label) => labelProblem(label) ?? true))
   .annotations({ description: `1-${MAX_LABEL_LENGTH} characters, no commas or control characters` })
 
 export const LabelList = Schema.Array(Label).pipe(

@@ -7,6 +7,7 @@ import { Effect, Schema } from "effect"
 import { ValidationError } from "../errors.ts"
 import { isRealTime } from "../outbound/schemas.ts"
 import { isRealWallTime } from "../time-zones.ts"
+import { rule } from "../schema-rules.ts"
 
 const isDay = (value: string): boolean => {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value)
@@ -15,7 +16,7 @@ const isDay = (value: string): boolean => {
 
 /** A bound of arrival, decoded to its moment. */
 export const ReceivedBound = Schema.String.pipe(
-  Schema.filter((value) => isDay(value) || isRealTime(value), {
+  rule((value) => isDay(value) || isRealTime(value), {
     message: () => "must be a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone (2026-12-01T09:00:00Z)"
   }),
   Schema.transform(Schema.DateFromSelf, {

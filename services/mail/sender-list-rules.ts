@@ -27,6 +27,7 @@ import { domainToASCII } from "node:url"
 import { isIpAddress } from "../dns/addresses.ts"
 import { unquotedLocal } from "../mailboxes/rules.ts"
 import { Schema } from "effect"
+import { rule } from "../schema-rules.ts"
 
 /** The two lists. */
 export const ListName = Schema.Literal("allow", "block").annotations({
@@ -102,7 +103,7 @@ export const parseEntry = (raw: string): Entry | string => {
  * parseEntry's words.
  */
 export const SenderPattern = Schema.String.pipe(
-  Schema.filter((raw) => {
+  rule((raw) => {
     const parsed = parseEntry(raw)
     return typeof parsed === "string" ? parsed : true
   }),

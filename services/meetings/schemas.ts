@@ -9,10 +9,11 @@ import { isTimeZone, localMoment, localTime } from "../time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
 import { MAX_TIMES_OF_DAY, timesOfDay } from "../schedule/rule-limits.ts"
+import { rule } from "../schema-rules.ts"
 
 /** A day, as a whole-day meeting's start and end are written. */
 const Day = Schema.String.pipe(
-  Schema.filter((value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`)) &&
+  rule((value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`)) &&
     new Date(`${value}T00:00:00Z`).toISOString().startsWith(value), { message: () => "must be a day such as 2026-12-24" })
 )
 
@@ -22,7 +23,7 @@ const isLocal = (value: string) => localTime(value) !== undefined
 const isInstant = Schema.is(Instant)
 
 /** A moment with its offset, or a local time for the time_zone beside it to place (WhenInput checks which). */
-const MeetingDateTime = Schema.String.pipe(Schema.filter((value) => isInstant(value) || isLocal(value), {
+const MeetingDateTime = Schema.String.pipe(rule((value) => isInstant(value) || isLocal(value), {
   message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone",
   description: "A moment with its offset (2026-12-03T15:00:00+01:00), or a local time (2026-12-03T15:00:00) with time_zone, which places it"
 }))
@@ -38,14 +39,14 @@ const localTimeProblem = (local: string, zone: string | undefined) =>
 /** When a meeting starts or ends: a moment (with its zone), or a whole day; one of the two. */
 export const WhenInput = Schema.Struct({
   date_time: Schema.optional(MeetingDateTime),
-  time_zone: Schema.optional(Schema.String.pipe(Schema.filter(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" })))
+  time_zone: Schema.optional(Schema.String.pipe(rule(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" })))
     .annotations({
       description: "The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is " +
         "read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC"
     }),
   date: Schema.optional(Day.annotations({ description: "A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last" }))
 }).pipe(
-  Schema.filter((when) =>
+  rule((when) =>
     (when.date_time === undefined) === (when.date === undefined)
       ? "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
       : when.date !== undefined && when.time_zone !== undefined
@@ -59,7 +60,7 @@ export type WhenInput = typeof WhenInput.Type
 
 /** An RRULE (RFC 5545 §3.3.10): FREQ and the rule's other parts, e.g. FREQ=WEEKLY;BYDAY=TH;COUNT=4. */
 const Rule = Schema.String.pipe(
-  Schema.filter(
+  rule(
     (value) =>
       value.length <= 500 &&
       /^[A-Z]+=[A-Z0-9,+:-]+(;[A-Z]+=[A-Z0-9,+:-]+)*$/i.test(value) &&
@@ -68,10 +69,10 @@ const Rule = Schema.String.pipe(
   ),
   // A meeting every second or minute is no meeting: calendar programs offer neither, and the
   // schedule walks such a rule only so far (services/schedule/occurrences.ts).
-  Schema.filter((value) => !/(^|;)FREQ=(SECONDLY|MINUTELY)(;|$)/i.test(value), {
+  rule((value) => !/(^|;)FREQ=(SECONDLY|MINUTELY)(;|$)/i.test(value), {
     message: () => "must repeat at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)"
   }),
-  Schema.filter((value) => timesOfDay(value) <= MAX_TIMES_OF_DAY, {
+  rule((value) => timesOfDay(value) <= MAX_TIMES_OF_DAY, {
     message: () => `must name at most ${MAX_TIMES_OF_DAY} times of day (BYHOUR × BYMINUTE × BYSECOND values)`
   })
 )
@@ -81,14 +82,18 @@ const MeetingFields = {
     Schema.minLength(1, { message: () => "must not be empty" }),
     Schema.maxLength(255, { message: () => "must be at most 255 characters" })
   ).annotations({ description: "The meeting's title" }),
-  description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
-  location: Schema.optional(Schema.NullOr(headerText(Schema.String).pipe(Schema.maxLength(500)))),
+  description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))).annotations({
+    description: "What the meeting is about, as the invitation tells it (at most 10,000 characters); null: none"
+  }),
+  location: Schema.optional(Schema.NullOr(headerText(Schema.String).pipe(Schema.maxLength(500)))).annotations({
+    description: "Where it takes place (at most 500 characters, one line); null: nowhere said"
+  }),
   url: Schema.optional(Schema.NullOr(Schema.String.pipe(
     Schema.maxLength(2000),
     Schema.pattern(/^https?:\/\/[^\s]+$/i, { message: () => "must be an http or https URL" })
   ))).annotations({ description: "Where to join it (a video call's link)" }),
-  start: WhenInput,
-  end: WhenInput,
+  start: WhenInput.annotations({ description: "When it starts" }),
+  end: WhenInput.annotations({ description: "When it ends, after it starts" }),
   recurrence: Schema.optional(Schema.NullOr(Rule)).annotations({ description: "How it repeats (an RRULE); absent or null: once" }),
   attendees: Schema.Array(AddressInput).pipe(
     Schema.minItems(1, { message: () => "must list at least one attendee" }),
@@ -106,8 +111,8 @@ export const MeetingUpdate = Schema.Struct({
   description: MeetingFields.description,
   location: MeetingFields.location,
   url: MeetingFields.url,
-  start: Schema.optional(WhenInput),
-  end: Schema.optional(WhenInput),
+  start: Schema.optional(WhenInput).annotations({ description: "When it starts" }),
+  end: Schema.optional(WhenInput).annotations({ description: "When it ends, after it starts" }),
   recurrence: MeetingFields.recurrence,
   attendees: Schema.optional(MeetingFields.attendees)
 }).annotations({ identifier: "MeetingUpdate", parseOptions: { errors: "all", onExcessProperty: "error" } })

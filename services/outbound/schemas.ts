@@ -7,6 +7,7 @@ import { Schema } from "effect"
 import { domainToASCII } from "node:url"
 import { isRealWallTime } from "../time-zones.ts"
 import { readContentType } from "./attachment-types.ts"
+import { rule } from "../schema-rules.ts"
 
 /** The most recipients (to, cc and bcc together) one message may have. */
 export const MAX_RECIPIENTS = 50
@@ -19,7 +20,7 @@ export const MAX_ATTACHMENTS = 100
 
 /** No CR or LF: what keeps a value inside its header. */
 export const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
-  schema.pipe(Schema.filter((value) => !/[\r\n]/.test(value), { message: () => "must not contain line breaks" }))
+  schema.pipe(rule((value) => !/[\r\n]/.test(value), { message: () => "must not contain line breaks" }))
 
 /**
  * One line of text a person reads in a header (a subject, a name, a file name): no CR or LF, and no
@@ -27,7 +28,7 @@ export const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
  * cut the value at. A tab is text.
  */
 export const headerText = <S extends Schema.Schema<string, string>>(schema: S) =>
-  oneLine(schema).pipe(Schema.filter((value) => !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value), { message: () => "must not contain control characters" }))
+  oneLine(schema).pipe(rule((value) => !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value), { message: () => "must not contain control characters" }))
 
 const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i
 /** A dot-atom local part (RFC 5322 §3.4.1), ASCII: what every receiving server takes. */
@@ -69,7 +70,7 @@ const addressRefusal = (value: string): string => {
 
 export const Address = Schema.transform(
   oneLine(Schema.String),
-  Schema.String.pipe(Schema.filter(isAddress, { message: (issue) => addressRefusal(String(issue.actual)) })),
+  Schema.String.pipe(rule(isAddress, { message: (issue) => addressRefusal(String(issue.actual)) })),
   { strict: true, decode: withAsciiDomain, encode: (address) => address }
 ).annotations({ description: "An email address, local@domain (an internationalized domain in Unicode or punycode)" })
 
@@ -90,7 +91,7 @@ const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/
 export const AttachmentInput = Schema.Struct({
   filename: headerText(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)),
   content_type: Schema.optional(
-    Schema.String.pipe(Schema.filter((value) => {
+    Schema.String.pipe(rule((value) => {
       const read = readContentType(value)
       return typeof read === "string" ? read : true
     }))
@@ -99,7 +100,7 @@ export const AttachmentInput = Schema.Struct({
       "text/plain; charset=iso-8859-1 (no other parameter). Text without one goes as utf-8 when its bytes are UTF-8 beyond ASCII. " +
       "Left out, the type the filename suggests"
   }),
-  content: Schema.String.pipe(Schema.filter((value) => BASE64.test(value), { message: () => "must be base64" }))
+  content: Schema.String.pipe(rule((value) => BASE64.test(value), { message: () => "must be base64" }))
     .annotations({ description: "The file's bytes, base64" }),
   content_id: Schema.optional(
     oneLine(Schema.String).pipe(
@@ -113,7 +114,7 @@ export type AttachmentInput = typeof AttachmentInput.Type
 
 /** Custom headers: `X-` names only; the rest are Mailroom's to write. */
 const CustomHeaders = Schema.Record({ key: Schema.String, value: headerText(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
-  Schema.filter((headers) => {
+  rule((headers) => {
     const bad = Object.keys(headers).find((name) => !/^X-[A-Za-z0-9-]{1,100}$/i.test(name))
     if (bad === undefined) return true
     return /^X-[A-Za-z0-9-]+$/i.test(bad)
@@ -138,7 +139,7 @@ const sharedContentId = (attachments: ReadonlyArray<AttachmentInput>): string | 
 
 const Attachments = Schema.Array(AttachmentInput).pipe(
   Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` }),
-  Schema.filter((attachments) => {
+  rule((attachments) => {
     const shared = sharedContentId(attachments)
     return shared === undefined || `must give each content_id to one attachment: ${JSON.stringify(shared)} is on two`
   })
@@ -154,12 +155,14 @@ export const BodyFields = {
   list_unsubscribe: ListUnsubscribe
 }
 
+const replyTo = "Where answers should go instead of the mailbox: an address or {name, address}"
+
 export const SendInput = Schema.Struct({
-  to: Schema.optional(Recipients),
-  cc: Schema.optional(Recipients),
+  to: Schema.optional(Recipients).annotations({ description: "Recipients: addresses or {name, address}" }),
+  cc: Schema.optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
   bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
   subject: Schema.optional(Subject),
-  reply_to: Schema.optional(AddressInput),
+  reply_to: Schema.optional(AddressInput).annotations({ description: replyTo }),
   ...BodyFields
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SendInput = typeof SendInput.Type
@@ -178,15 +181,15 @@ export type SendBatchInput = typeof SendBatchInput.Type
 /** A reply's body; its recipients come from the original (cc and bcc add more). */
 export const ReplyInput = Schema.Struct({
   cc: Schema.optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),
-  bcc: Schema.optional(Recipients),
+  bcc: Schema.optional(Recipients).annotations({ description: "More recipients, not shown in the message's headers" }),
   ...BodyFields
 }).annotations({ identifier: "ReplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ReplyInput = typeof ReplyInput.Type
 
 export const ForwardInput = Schema.Struct({
-  to: Recipients,
-  cc: Schema.optional(Recipients),
-  bcc: Schema.optional(Recipients),
+  to: Recipients.annotations({ description: "Whom to forward it to: addresses or {name, address}" }),
+  cc: Schema.optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
+  bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
   ...BodyFields
 }).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ForwardInput = typeof ForwardInput.Type
@@ -201,7 +204,7 @@ export const isRealTime = (value: string): boolean => {
 
 /** An ISO 8601 time with its offset, as `send_at` is written. */
 export const Instant = Schema.String.pipe(
-  Schema.filter((value) => isRealTime(value), {
+  rule((value) => isRealTime(value), {
     message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
   })
 )

@@ -7,6 +7,7 @@ import { EventTime, ParticipationStatus, Party } from "../invitations/schemas.ts
 import { isTimeZone } from "../time-zones.ts"
 import { IntegerParam } from "../listing.ts"
 import { Instant } from "../outbound/schemas.ts"
+import { rule } from "../schema-rules.ts"
 
 /** The range a schedule is asked for, when only `from` (or nothing) is given. */
 export const DEFAULT_DAYS = 7
@@ -108,18 +109,18 @@ export const AvailabilityParams = Schema.Struct({
   step_minutes: Schema.optional(IntegerParam(5, 1440).annotations({
     description: "How far apart slots start, from the day's opening (5-1440 minutes, default 30)"
   })),
-  time_zone: Schema.optional(Schema.String.pipe(Schema.filter(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" }))
+  time_zone: Schema.optional(Schema.String.pipe(rule(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" }))
     .annotations({ description: "The zone the working hours are in (IANA, default UTC); slots are answered with its offset" })),
   hours: Schema.optional(Schema.String.pipe(
-    Schema.filter((value) => {
+    rule((value) => {
       const [opens, closes] = value.split("-")
       return new RegExp(`^(?:${Clock})-(?:${Clock})$`).test(value) && opens! < closes! ||
         "must be an opening and a closing time such as 09:00-17:00, the first earlier"
     })
   ).annotations({ description: "Working hours, local time: HH:MM-HH:MM (default 09:00-17:00)" })),
   weekdays: Schema.optional(Schema.String.pipe(
-    Schema.filter((value) => /^[1-7](,[1-7])*$/.test(value) || "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas")
-  ).annotations({ description: "The working days (default 1,2,3,4,5: Monday to Friday)" })),
+    rule((value) => /^[1-7](,[1-7])*$/.test(value) || "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas")
+  ).annotations({ description: "The working days, one string of day numbers separated by commas, 1 (Monday) to 7 (Sunday): default \"1,2,3,4,5\"" })),
   limit: Schema.optional(IntegerParam(1, MAX_ITEMS).annotations({ description: `At most this many slots (1-${MAX_ITEMS}, default ${DEFAULT_SLOTS})` }))
 }).annotations({ parseOptions: { errors: "all" } })
 export type AvailabilityParams = typeof AvailabilityParams.Type

@@ -6,6 +6,7 @@ import { Direction } from "../mail/schemas.ts"
 import { Schema } from "effect"
 import { maxCharacters } from "../characters.ts"
 import { IntBetween } from "../listing.ts"
+import { rule } from "../schema-rules.ts"
 
 /** How deep pages reach: past this offset (and a page), a search has no more results to give. */
 export const MAX_OFFSET = 300
@@ -16,11 +17,11 @@ export type SearchMode = typeof SearchMode.Type
 
 export const SearchInput = Schema.Struct({
   query: Schema.String.annotations({ message: () => "must be a non-empty string" }).pipe(
-    Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
+    rule((value) => value.trim().length > 0 || "must not be empty"),
     maxCharacters(MAX_QUERY_CHARS, `must be at most ${MAX_QUERY_CHARS} characters`)
   ).annotations({ description: "Natural-language query" }),
   domain: Schema.optional(
-    Schema.String.pipe(Schema.filter((value) => value.trim().length > 0 || "must not be empty"))
+    Schema.String.pipe(rule((value) => value.trim().length > 0 || "must not be empty"))
       .annotations({ description: "Only mail received at addresses on this domain", message: () => "must be a domain name" })
   ),
   limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "1-100, default 20" }),
@@ -81,7 +82,7 @@ export type SearchMeta = typeof SearchMeta.Type
 
 export const SuggestionsParams = Schema.Struct({
   q: Schema.String.annotations({ message: () => "is required" }).pipe(
-    Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
+    rule((value) => value.trim().length > 0 || "must not be empty"),
     maxCharacters(200, "must be at most 200 characters")
   ).annotations({ description: "A partial query" })
 }).annotations({ parseOptions: { errors: "all" } })

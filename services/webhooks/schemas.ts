@@ -8,6 +8,7 @@ import { MeetingAnsweredData } from "../meetings/schemas.ts"
 import { InvitationReceivedData, REMINDER_MINUTES, ScheduleReminderData } from "../schedule/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 import { weakStandardSecret } from "./signatures.ts"
+import { rule } from "../schema-rules.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
 export const eventKinds = [
@@ -31,7 +32,7 @@ export type EventKind = (typeof eventKinds)[number]
 export const isEventKind = (value: string): value is EventKind => (eventKinds as ReadonlyArray<string>).includes(value)
 
 const Events = Schema.Array(Schema.String).pipe(
-  Schema.filter((events) => {
+  rule((events) => {
     if (events.length === 0) return `must list at least one of ${eventKinds.join(", ")}`
     const unknown = events.find((event) => !isEventKind(event))
     return unknown === undefined ? undefined : `"${unknown}" is not an event kind; supported: ${eventKinds.join(", ")}`
@@ -39,7 +40,7 @@ const Events = Schema.Array(Schema.String).pipe(
 ).annotations({ description: `Event kinds: ${eventKinds.join(", ")}` })
 
 const Secret = Schema.String.pipe(
-  Schema.filter((secret) =>
+  rule((secret) =>
     /^[\x21-\x7e]{8,256}$/.test(secret) ? weakStandardSecret(secret) : "must be 8-256 printable ASCII characters without spaces"
   )
 ).annotations({ description: "Signing secret; generated (whsec_…) when omitted" })

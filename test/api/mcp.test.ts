@@ -98,6 +98,9 @@ describe("MCP at /mcp", () => {
       // Arguments at the top, not behind a reference many clients do not follow.
       expect(tool.inputSchema.properties, tool.name).toBeTypeOf("object")
       expect(tool.inputSchema, tool.name).not.toHaveProperty("$ref")
+      // Every argument says what it is and how it is written (weekdays is one string, "1,2,3").
+      const undescribed = Object.entries(tool.inputSchema.properties ?? {}).filter(([, property]) => typeof (property as { description?: unknown }).description !== "string")
+      expect(undescribed.map(([name]) => name), tool.name).toEqual([])
       // No title a model would read as the value's name, such as the schema library's "maxLength(998)".
       expect(JSON.stringify(tool.inputSchema), tool.name).not.toMatch(/"title":"(?:[a-zA-Z]+\(|int"|nonNegative"|unknown")/)
       expect(typeof tool.annotations?.readOnlyHint, tool.name).toBe("boolean")
@@ -125,6 +128,11 @@ describe("MCP at /mcp", () => {
     expect(mailboxes.ok.mailboxes.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
     expect(mailboxes.ok).toMatchObject({ total: mailboxes.ok.mailboxes.length, has_more: false })
 
+    // A list's emails are summaries, as its description says; get_email reads one whole.
+    const listed = await call(mcp, "list_emails", { mailbox_id: box.mailboxId })
+    expect(Object.keys(listed.ok.emails[0]).sort()).toEqual([
+      "cc", "date", "direction", "email_id", "from", "from_name", "has_attachments", "labels", "received_at", "snippet", "subject", "thread_id", "to"
+    ])
     const email = await call(mcp, "get_email", { email_id: emailId })
     expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread", "unauthenticated"] })
     expect(email.ok.extracted).toEqual({ reply_text: "About Invoice 7.", codes: [], links: [] })

@@ -3794,6 +3794,7 @@ export interface components {
             size: number;
         };
         AttachmentInput: {
+            /** @description The file's bytes, base64 */
             content: string;
             /** @description For inline images: referenced from the HTML as cid:<content_id> (given bare or in <>, as a read email shows it) */
             content_id?: string;
@@ -4028,11 +4029,13 @@ export interface components {
             webhook_id: string;
         };
         CreateWebhookInput: {
+            /** @description Event kinds: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created */
             events: string[];
             /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent (only such events is refused). null or left out: every event */
             labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent; only such events is refused); null or left out: every event */
             mailbox_ids?: string[] | null;
+            /** @description Signing secret; generated (whsec_…) when omitted */
             secret?: string;
             /** @description HTTPS URL that receives the events */
             url: string;
@@ -4711,8 +4714,26 @@ export interface components {
             to?: string[];
         };
         FilterInput: {
-            actions: components["schemas"]["FilterActions"];
-            conditions: components["schemas"]["FilterConditions"];
+            /** @description What is done to an email that meets them */
+            actions: {
+                /** @description Labels the email gets: the account's own, or spam / unauthenticated */
+                add_labels?: string[];
+                /** @description Labels the email loses: unread marks it read, spam overrules the spam check */
+                remove_labels?: string[];
+            };
+            /** @description What an email must meet, every condition given (at least one) */
+            conditions: {
+                /** @description The text body contains one of these phrases */
+                body_contains?: string[];
+                /** @description The header From is one of these senders */
+                from?: string[];
+                /** @description true: has attachments; false: has none */
+                has_attachments?: boolean;
+                /** @description The subject contains one of these phrases */
+                subject_contains?: string[];
+                /** @description The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc */
+                to?: string[];
+            };
             /** @description Default true; a disabled filter is kept and skipped */
             enabled?: boolean;
             /** @description The mailbox whose mail it filters; null or absent: every mailbox of the account */
@@ -4801,7 +4822,9 @@ export interface components {
         ForwardInput: {
             /** @description an array of at most 100 item(s) */
             attachments?: components["schemas"]["AttachmentInput"][];
+            /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][];
+            /** @description Copied recipients, shown to all */
             cc?: components["schemas"]["AddressInput"][];
             /** @description Custom headers, X-* names only */
             headers?: {
@@ -4813,6 +4836,7 @@ export interface components {
             list_unsubscribe?: boolean;
             /** @description Plain-text body */
             text?: string;
+            /** @description Whom to forward it to: addresses or {name, address} */
             to: components["schemas"]["AddressInput"][];
         };
         FreeSlot: {
@@ -4964,7 +4988,10 @@ export interface components {
         InvitationRespondInput: {
             /** @description A note to the organizer (at most 2,000 characters), in the reply's text and its COMMENT */
             comment?: string;
-            /** @enum {string} */
+            /**
+             * @description The answer: accepted, declined or tentative
+             * @enum {string}
+             */
             status: "accepted" | "declined" | "tentative";
         };
         InvitationResponse: {
@@ -5198,19 +5225,39 @@ export interface components {
         MeetingInput: {
             /** @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar */
             attendees: components["schemas"]["AddressInput"][];
+            /** @description What the meeting is about, as the invitation tells it (at most 10,000 characters); null: none */
             description?: string | null;
-            end: components["schemas"]["MeetingTimeInput"];
+            /** @description When it ends, after it starts */
+            end: {
+                /** @description A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last */
+                date?: string;
+                /** @description A moment with its offset (2026-12-03T15:00:00+01:00), or a local time (2026-12-03T15:00:00) with time_zone, which places it */
+                date_time?: string;
+                /** @description The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC */
+                time_zone?: string;
+            };
+            /** @description Where it takes place (at most 500 characters, one line); null: nowhere said */
             location?: string | null;
             /** @description How it repeats (an RRULE); absent or null: once */
             recurrence?: string | null;
-            start: components["schemas"]["MeetingTimeInput"];
+            /** @description When it starts */
+            start: {
+                /** @description A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last */
+                date?: string;
+                /** @description A moment with its offset (2026-12-03T15:00:00+01:00), or a local time (2026-12-03T15:00:00) with time_zone, which places it */
+                date_time?: string;
+                /** @description The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC */
+                time_zone?: string;
+            };
             /** @description The meeting's title */
             summary: string;
             /** @description Where to join it (a video call's link) */
             url?: string | null;
         };
         MeetingTimeInput: {
+            /** @description A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last */
             date?: string;
+            /** @description A moment with its offset (2026-12-03T15:00:00+01:00), or a local time (2026-12-03T15:00:00) with time_zone, which places it */
             date_time?: string;
             /** @description The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC */
             time_zone?: string;
@@ -5218,11 +5265,15 @@ export interface components {
         MeetingUpdate: {
             /** @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar */
             attendees?: components["schemas"]["AddressInput"][];
+            /** @description What the meeting is about, as the invitation tells it (at most 10,000 characters); null: none */
             description?: string | null;
+            /** @description When it ends, after it starts */
             end?: components["schemas"]["MeetingTimeInput"];
+            /** @description Where it takes place (at most 500 characters, one line); null: nowhere said */
             location?: string | null;
             /** @description How it repeats (an RRULE); absent or null: once */
             recurrence?: string | null;
+            /** @description When it starts */
             start?: components["schemas"]["MeetingTimeInput"];
             /** @description The meeting's title */
             summary?: string;
@@ -5424,6 +5475,7 @@ export interface components {
         ReplyInput: {
             /** @description an array of at most 100 item(s) */
             attachments?: components["schemas"]["AttachmentInput"][];
+            /** @description More recipients, not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][];
             /** @description More recipients, besides those the reply goes to */
             cc?: components["schemas"]["AddressInput"][];
@@ -5531,6 +5583,7 @@ export interface components {
             timestamp: string;
         };
         SearchInput: {
+            /** @description Only mail received at addresses on this domain */
             domain?: string;
             /** @description Mailroom extension: only mail from this sender: an address (ada@example.com, and her subaddresses such as ada+news@example.com), a domain (example.com) or its subdomains (*.example.com); case-insensitive */
             from?: string;
@@ -5665,6 +5718,7 @@ export interface components {
             attachments?: components["schemas"]["AttachmentInput"][];
             /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][];
+            /** @description Copied recipients, shown to all */
             cc?: components["schemas"]["AddressInput"][];
             /** @description Custom headers, X-* names only */
             headers?: {
@@ -5674,11 +5728,13 @@ export interface components {
             html?: string;
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
             list_unsubscribe?: boolean;
+            /** @description Where answers should go instead of the mailbox: an address or {name, address} */
             reply_to?: components["schemas"]["AddressInput"];
             /** @description a string at most 998 character(s) long */
             subject?: string;
             /** @description Plain-text body */
             text?: string;
+            /** @description Recipients: addresses or {name, address} */
             to?: components["schemas"]["AddressInput"][];
         };
         /** @description SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan */
@@ -6019,11 +6075,13 @@ export interface components {
         };
         UpdateWebhookInput: {
             active?: boolean;
+            /** @description Event kinds: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created */
             events?: string[];
             /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent (only such events is refused). null or left out: every event */
             labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent; only such events is refused); null or left out: every event */
             mailbox_ids?: string[] | null;
+            /** @description Signing secret; generated (whsec_…) when omitted */
             secret?: string;
             /** @description HTTPS URL that receives the events */
             url?: string;
@@ -9215,7 +9273,9 @@ export interface operations {
             query: {
                 /** @description An integer from 5 to 1440, in decimal digits */
                 duration_minutes?: number;
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
+                /** @description Working hours, local time: HH:MM-HH:MM (default 09:00-17:00) */
                 hours?: string;
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
@@ -9223,8 +9283,11 @@ export interface operations {
                 mailbox_ids: string;
                 /** @description An integer from 5 to 1440, in decimal digits */
                 step_minutes?: number;
+                /** @description The zone the working hours are in (IANA, default UTC); slots are answered with its offset */
                 time_zone?: string;
+                /** @description Until this moment, after from and at most 62 days later; default: 7 days after from */
                 to?: string;
+                /** @description The working days, one string of day numbers separated by commas, 1 (Monday) to 7 (Sunday): default "1,2,3,4,5" */
                 weekdays?: string;
             };
             header?: never;
@@ -16353,14 +16416,19 @@ export interface operations {
             query?: {
                 /** @description An integer from 5 to 1440, in decimal digits */
                 duration_minutes?: number;
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
+                /** @description Working hours, local time: HH:MM-HH:MM (default 09:00-17:00) */
                 hours?: string;
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
                 /** @description An integer from 5 to 1440, in decimal digits */
                 step_minutes?: number;
+                /** @description The zone the working hours are in (IANA, default UTC); slots are answered with its offset */
                 time_zone?: string;
+                /** @description Until this moment, after from and at most 62 days later; default: 7 days after from */
                 to?: string;
+                /** @description The working days, one string of day numbers separated by commas, 1 (Monday) to 7 (Sunday): default "1,2,3,4,5" */
                 weekdays?: string;
             };
             header?: never;
@@ -18987,11 +19055,13 @@ export interface operations {
     "dashboardSchedule.get": {
         parameters: {
             query?: {
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
+                /** @description Until this moment, after from and at most 366 days later; default: 7 days after from */
                 to?: string;
             };
             header?: never;
@@ -20291,6 +20361,7 @@ export interface operations {
     "dashboardSchedule.shared": {
         parameters: {
             query: {
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
@@ -20298,6 +20369,7 @@ export interface operations {
                 limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) whose schedules to merge */
                 mailbox_ids: string;
+                /** @description Until this moment, after from and at most 366 days later; default: 7 days after from */
                 to?: string;
             };
             header?: never;
@@ -24150,7 +24222,9 @@ export interface operations {
             query: {
                 /** @description An integer from 5 to 1440, in decimal digits */
                 duration_minutes?: number;
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
+                /** @description Working hours, local time: HH:MM-HH:MM (default 09:00-17:00) */
                 hours?: string;
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
@@ -24158,8 +24232,11 @@ export interface operations {
                 mailbox_ids: string;
                 /** @description An integer from 5 to 1440, in decimal digits */
                 step_minutes?: number;
+                /** @description The zone the working hours are in (IANA, default UTC); slots are answered with its offset */
                 time_zone?: string;
+                /** @description Until this moment, after from and at most 62 days later; default: 7 days after from */
                 to?: string;
+                /** @description The working days, one string of day numbers separated by commas, 1 (Monday) to 7 (Sunday): default "1,2,3,4,5" */
                 weekdays?: string;
             };
             header?: never;
@@ -30623,14 +30700,19 @@ export interface operations {
             query?: {
                 /** @description An integer from 5 to 1440, in decimal digits */
                 duration_minutes?: number;
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
+                /** @description Working hours, local time: HH:MM-HH:MM (default 09:00-17:00) */
                 hours?: string;
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
                 /** @description An integer from 5 to 1440, in decimal digits */
                 step_minutes?: number;
+                /** @description The zone the working hours are in (IANA, default UTC); slots are answered with its offset */
                 time_zone?: string;
+                /** @description Until this moment, after from and at most 62 days later; default: 7 days after from */
                 to?: string;
+                /** @description The working days, one string of day numbers separated by commas, 1 (Monday) to 7 (Sunday): default "1,2,3,4,5" */
                 weekdays?: string;
             };
             header?: never;
@@ -33257,11 +33339,13 @@ export interface operations {
     "schedule.get": {
         parameters: {
             query?: {
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
                 /** @description An integer from 1 to 500, in decimal digits */
                 limit?: number;
+                /** @description Until this moment, after from and at most 366 days later; default: 7 days after from */
                 to?: string;
             };
             header?: never;
@@ -34573,6 +34657,7 @@ export interface operations {
     "schedule.shared": {
         parameters: {
             query: {
+                /** @description From this moment (ISO 8601 with its zone); default: now */
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
@@ -34580,6 +34665,7 @@ export interface operations {
                 limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) whose schedules to merge */
                 mailbox_ids: string;
+                /** @description Until this moment, after from and at most 366 days later; default: 7 days after from */
                 to?: string;
             };
             header?: never;

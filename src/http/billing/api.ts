@@ -7,9 +7,10 @@ import { Ok } from "../envelope.ts"
 import { BadRequest, Conflict, InvalidSignature, NotFound, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+import { rule } from "../../../services/schema-rules.ts"
 
 const HttpUrl = Schema.String.pipe(
-  Schema.filter((value) => {
+  rule((value) => {
     try {
       const url = new URL(value)
       return url.protocol === "https:" || url.protocol === "http:" ? undefined : "must be an http(s) URL"

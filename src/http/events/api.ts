@@ -6,11 +6,12 @@ import { Label } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+import { rule } from "../../../services/schema-rules.ts"
 
 /** `types=a,b`: comma-separated event kinds. */
 const Kinds = Schema.split(",").pipe(
   Schema.compose(Schema.Array(Schema.String.pipe(
-    Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
+    rule((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
   )))
 )
 

@@ -31,9 +31,10 @@ import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { fieldDetails, summaryOf } from "../issues.ts"
 import { MailboxFilter } from "./api.ts"
+import { rule } from "../../../services/schema-rules.ts"
 
 const EventKind = Schema.String.pipe(
-  Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
+  rule((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
 )
 
 const ClientMessage = Schema.Union(

@@ -30,7 +30,7 @@ import { Labels } from "../../../services/mail/labels.ts"
 import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
-import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
+import { Direction, type EmailSummary, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
 import { ReceivedBound } from "../../../services/mail/received-range.ts"
 import { SenderPattern } from "../../../services/mail/sender-list-rules.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
@@ -134,6 +134,27 @@ const DisplayName = Schema.String.annotations({
 /** Whose block list a tool changes: the mailbox's, or the account's when none is named. */
 const blockListOwner = (principal: Principal, mailboxId: string | undefined): ListOwner => ({ userId: principal.userId, mailboxId: mailboxId ?? null })
 
+/**
+ * An email as list_emails and wait_for_email give it: enough to choose what to read (get_email has the
+ * rest: Message-ID, Reply-To, the authentication verdicts, the body). The HTTP list's items carry
+ * ~1 KB more each, which a page of them would spend of a model's context.
+ */
+const listed = (email: EmailSummary) => ({
+  email_id: email.email_id,
+  thread_id: email.thread_id,
+  direction: email.direction,
+  date: email.date,
+  received_at: email.received_at,
+  from: email.from,
+  from_name: email.from_name,
+  to: email.to,
+  cc: email.cc,
+  subject: email.subject,
+  snippet: email.snippet,
+  labels: email.labels,
+  has_attachments: email.has_attachments
+})
+
 /** The longest wait_for_email may wait. */
 const MAX_WAIT_SECONDS = 60
 
@@ -188,7 +209,8 @@ export const tools = [
     name: "list_emails",
     reach: "args",
     description:
-      "List a mailbox's emails, newest first (summaries: email_id, subject, from, from_name, date, labels, snippet). Filter by " +
+      "List a mailbox's emails, newest first (summaries: email_id, thread_id, direction, date, received_at, from, from_name, to, cc, " +
+      "subject, snippet, labels, has_attachments; get_email reads one whole). Filter by " +
       "labels (all of them), exclude_labels, unread, direction (inbound or outbound), from (a sender: ada@example.com, " +
       "example.com or *.example.com), thread_id (one conversation's), received_after and received_before (when it " +
       "arrived: a day such as 2026-12-01, from its start in UTC, or an ISO 8601 time with a zone), and after (only mail " +
@@ -197,14 +219,18 @@ export const tools = [
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
       ...Paging,
-      labels: Schema.optional(Schema.Array(Label)),
-      exclude_labels: Schema.optional(Schema.Array(Label)),
-      unread: Schema.optional(Schema.Boolean),
-      direction: Schema.optional(Direction),
-      from: Schema.optional(SenderPattern),
+      labels: Schema.optional(Schema.Array(Label)).annotations({ description: "Only emails carrying every one of these labels" }),
+      exclude_labels: Schema.optional(Schema.Array(Label)).annotations({ description: "Only emails carrying none of these labels" }),
+      unread: Schema.optional(Schema.Boolean).annotations({ description: "true: only unread emails; false: only read ones" }),
+      direction: Schema.optional(Direction).annotations({ description: "inbound: mail received; outbound: mail the mailbox sent" }),
+      from: Schema.optional(SenderPattern).annotations({ description: "Only mail from this sender: ada@example.com, example.com or *.example.com" }),
       thread_id: Schema.optional(Id("Only this conversation's emails")),
-      received_after: Schema.optional(ReceivedBound),
-      received_before: Schema.optional(ReceivedBound),
+      received_after: Schema.optional(ReceivedBound).annotations({
+        description: "Only mail received at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with its zone"
+      }),
+      received_before: Schema.optional(ReceivedBound).annotations({
+        description: "Only mail received before this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with its zone"
+      }),
       after: Schema.optional(Id("Only emails that arrived after this email of the mailbox"))
     }),
     run: (principal, input) =>
@@ -218,7 +244,7 @@ export const tools = [
           threadId: input.thread_id,
           received: { after: input.received_after, before: input.received_before },
           after: input.after
-        }))
+        })).pipe(Effect.map(({ emails, total }) => ({ emails: emails.map(listed), total })))
   }),
   tool({
     name: "list_labels",
@@ -250,12 +276,18 @@ export const tools = [
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
       ...Paging,
-      from: Schema.optional(SenderPattern),
-      labels: Schema.optional(Schema.Array(Label)),
-      exclude_labels: Schema.optional(Schema.Array(Label)),
-      unread: Schema.optional(Schema.Boolean),
-      received_after: Schema.optional(ReceivedBound),
-      received_before: Schema.optional(ReceivedBound)
+      from: Schema.optional(SenderPattern).annotations({
+        description: "Only conversations in which some email is from this sender: ada@example.com, example.com or *.example.com"
+      }),
+      labels: Schema.optional(Schema.Array(Label)).annotations({ description: "Only conversations in which each of these labels is on some email" }),
+      exclude_labels: Schema.optional(Schema.Array(Label)).annotations({ description: "Only conversations in which no email carries any of these labels" }),
+      unread: Schema.optional(Schema.Boolean).annotations({ description: "true: only conversations with some unread email; false: with none" }),
+      received_after: Schema.optional(ReceivedBound).annotations({
+        description: "Only conversations of which some email arrived at or after this: a day (2026-12-01, UTC) or an ISO 8601 time with its zone"
+      }),
+      received_before: Schema.optional(ReceivedBound).annotations({
+        description: "Only conversations of which some email arrived before this: a day (2026-12-01, UTC) or an ISO 8601 time with its zone"
+      })
     }),
     run: (principal, input) =>
       Effect.flatMap(Emails, (emails) => {
@@ -670,7 +702,7 @@ export const tools = [
       `Run a filter over the newest ${APPLY_LIMIT.toLocaleString("en")} emails already received (of its mailbox, or every mailbox), ` +
       "labelling those it matches; dry_run true only counts them. Answers scanned, matched and changed.",
     annotations: changing,
-    input: Schema.Struct({ filter_id: Id("The filter"), dry_run: Schema.optional(Schema.Boolean) }),
+    input: Schema.Struct({ filter_id: Id("The filter"), dry_run: Schema.optional(Schema.Boolean).annotations({ description: "true: only count what it would change" }) }),
     run: (principal, input) => Effect.flatMap(Filters, (filters) => filters.apply(principal.userId, input.filter_id, input.dry_run ?? false))
   }),
   tool({
@@ -688,7 +720,7 @@ export const tools = [
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail received in a mailbox newer than \`after\` ` +
       "(an email_id; without it, any mail received; the mailbox's own sent mail, such as your replies, does not count " +
       "unless direction is outbound; thread_id and from narrow it to one conversation's or one sender's, so an agent " +
-      "awaits the reply to what it sent): answers as soon as some arrives, with the new emails oldest first (at most " +
+      "awaits the reply to what it sent): answers as soon as some arrives, with the new emails oldest first as list_emails gives them (at most " +
       "limit, default 20), or an empty list when the time is up. Call it in a loop instead of polling list_emails, each " +
       "time with after = the last email_id it answered (also one deleted since); when has_more is true, more new mail " +
       `is already waiting and the next call answers at once. ${UNTRUSTED}`,
@@ -720,7 +752,7 @@ export const tools = [
           from: input.from
         })
         const found = yield* arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(input.timeout_seconds ?? 30))
-        return { emails: found.emails, total: found.total, has_more: found.total > found.emails.length }
+        return { emails: found.emails.map(listed), total: found.total, has_more: found.total > found.emails.length }
       })
   }),
   tool({
@@ -796,7 +828,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The organizing mailbox"),
-      status: Schema.optional(Schema.Literal("confirmed", "cancelled")),
+      status: Schema.optional(Schema.Literal("confirmed", "cancelled")).annotations({ description: "Only meetings that are confirmed, or cancelled" }),
       ...Paging
     }),
     run: (principal, input) =>
@@ -860,7 +892,7 @@ export const tools = [
     reach: "args",
     description:
       "When the mailbox is free, to propose a time: slots of duration_minutes (default 30) between from and to (default the week " +
-      "from now, at most 62 days) within working hours (hours HH:MM-HH:MM, default 09:00-17:00, on weekdays 1-7, default 1,2,3,4,5, " +
+      "from now, at most 62 days) within working hours (hours HH:MM-HH:MM, default 09:00-17:00, on weekdays, a string such as \"1,2,3,4,5\" (the default; 1 is Monday, 7 Sunday), " +
       "in time_zone, default UTC) that nothing busy on its schedule overlaps, every step_minutes (default 30); answered with the " +
       "zone's offset, soonest first. with_mailbox_ids: the account's other mailboxes that must be free too (a time they can all make). " +
       "has_more: there are more than limit (ask again from the last one's start).",
@@ -916,7 +948,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
-      status: Schema.optional(DraftStatus),
+      status: Schema.optional(DraftStatus).annotations({ description: "Only drafts awaiting approval (draft), going out (sending) or sent" }),
       ...Paging
     }),
     run: (principal, input) =>
