@@ -23,11 +23,15 @@ export interface PaymentSession {
   readonly cancelUrl: string | null
   readonly returnUrl: string | null
   readonly status: "open" | "completed"
+  /** When a checkout was paid. */
+  readonly completedAt: Date | null
+  /** Past its hour, and not completed in it. */
+  readonly expired: boolean
 }
 
 /** What the hosted pages need: look a session up, complete a checkout, cancel or resume a plan. */
 export class LocalPayments extends Context.Tag("mailroom/LocalPayments")<LocalPayments, {
-  /** An open, unexpired session. */
+  /** A session, whatever became of it (open, completed, expired). */
   readonly find: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
   /** Confirm a checkout: the plan bought (`changed`), or the account found on it already; none when the link is used or expired. */
   readonly completeCheckout: (id: string) => Effect.Effect<Option.Option<{ readonly session: PaymentSession; readonly changed: boolean }>, SqlError>
@@ -41,7 +45,7 @@ export const layer = (options: { readonly appUrl: string }) =>
       const billing = yield* Billing
       const principals = yield* Principals
 
-      const open = (session: Omit<PaymentSession, "id" | "status">) =>
+      const open = (session: Omit<PaymentSession, "id" | "status" | "completedAt" | "expired">) =>
         Effect.gen(function*() {
           const id = newId(`pay_${session.kind === "checkout" ? "co" : "po"}`)
           yield* sql`INSERT INTO payment_sessions ${
@@ -72,15 +76,16 @@ export const layer = (options: { readonly appUrl: string }) =>
 
       const find = (id: string) =>
         sql<PaymentSession>`
-          SELECT id, kind, user_id, plan, success_url, cancel_url, return_url, status FROM payment_sessions
-          WHERE id = ${id} AND status = 'open' AND expires_at > now()`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+          SELECT id, kind, user_id, plan, success_url, cancel_url, return_url, status, completed_at,
+                 status = 'open' AND expires_at <= now() AS expired
+          FROM payment_sessions WHERE id = ${id}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
 
       const completeCheckout = (id: string) =>
         Effect.gen(function*() {
           const rows = yield* sql<PaymentSession>`
             UPDATE payment_sessions SET status = 'completed', completed_at = now()
             WHERE id = ${id} AND kind = 'checkout' AND status = 'open' AND expires_at > now()
-            RETURNING id, kind, user_id, plan, success_url, cancel_url, return_url, status`
+            RETURNING id, kind, user_id, plan, success_url, cancel_url, return_url, status, completed_at, false AS expired`
           const session = rows[0]
           if (!session?.plan) return Option.none()
           // A link opened while on another plan, confirmed once the account has this one (a second
@@ -98,7 +103,7 @@ export const layer = (options: { readonly appUrl: string }) =>
       const setCancelAtPeriodEnd = (portalId: string, cancel: boolean) =>
         Effect.gen(function*() {
           const session = yield* find(portalId)
-          if (Option.isNone(session) || session.value.kind !== "portal") return Option.none()
+          if (Option.isNone(session) || session.value.kind !== "portal" || session.value.expired) return Option.none()
           yield* billing.setCancelAtPeriodEnd(session.value.userId, cancel)
           return session
         })

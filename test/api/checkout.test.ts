@@ -87,9 +87,13 @@ describe("POST /v1/billing/checkout", () => {
     const usage = await mailroom.GET("/v1/billing/usage")
     expect(usage.data?.data).toMatchObject({ emailsLimit: 10000, searchesLimit: 5000, storageLimit: 50 * 1073741824 })
 
-    // A completed checkout cannot be replayed.
+    // A completed checkout cannot be replayed: pressed again or opened again, the link says it was paid.
     const replay = await fetch(local, { method: "POST", redirect: "manual" })
-    expect(replay.status).toBe(404)
+    expect(replay.status).toBe(409)
+    expect(await replay.text()).toMatch(/Already paid[^]*This purchase of the <strong>Pro<\/strong> plan was completed on [^:]+:\d\d:\d\d GMT: nothing more was charged/)
+    const reopened = await fetch(local)
+    expect([reopened.status, (await reopened.text()).includes(`href="${urls.successUrl}"`)]).toEqual([200, true])
+    expect((await mailroom.GET("/v1/billing/subscription")).data?.data.plan).toBe("pro")
   })
 
   it.each([
@@ -184,8 +188,10 @@ describe("POST /v1/billing/portal", () => {
     expect(reply.error?.error).toEqual({ code: "VALIDATION_ERROR", message: expect.any(String), details: { returnUrl: "must be a valid URL" } })
   })
 
-  it("an unknown page link is a 404 page", async () => {
-    const response = await fetch(`${server.url}/billing/checkout/pay_co_unknown`)
-    expect(response.status).toBe(404)
+  it("an unknown page link is a 404 page that says so", async () => {
+    for (const path of ["/billing/checkout/pay_co_unknown", "/billing/portal/pay_po_unknown"]) {
+      const response = await fetch(`${server.url}${path}`)
+      expect([response.status, (await response.text()).includes("No such payment link")], path).toEqual([404, true])
+    }
   })
 })

@@ -8,10 +8,26 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { Billing } from "../../../services/billing/billing.ts"
 import { escapeHtml } from "../../../services/html.ts"
 import { Plan } from "../../../services/plans/plans.ts"
-import { LocalPayments } from "../../../layers/local-billing.ts"
+import { LocalPayments, type PaymentSession } from "../../../layers/local-billing.ts"
 import { page } from "../pages.ts"
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
+const unknown = page("No such payment link", `<p class="muted">Check the link, or start again from your application.</p>`, 404)
+
+/** A checkout link used already (pressed twice, or opened again): said so, nothing charged again. */
+const paid = (session: PaymentSession, status: 200 | 409) =>
+  page(
+    "Already paid",
+    `<p>This purchase of the <strong>${escapeHtml(planName(session.plan ?? ""))}</strong> plan was completed${
+      session.completedAt === null ? "" : ` on ${escapeHtml(new Date(session.completedAt).toUTCString())}`
+    }: nothing more was charged.</p>
+<p><a href="${escapeHtml(session.successUrl ?? "/")}">Continue</a></p>`,
+    status
+  )
+
+/** The page of a session that is not there to use: unknown, paid already, or expired. */
+const notOpen = (session: Option.Option<PaymentSession>, status: 200 | 409) =>
+  Option.isNone(session) ? unknown : session.value.kind === "checkout" && session.value.status === "completed" ? paid(session.value, status) : gone
 
 /** The pages' forms (input-rules.ts `readsForm`). */
 export const paymentForms = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
@@ -44,7 +60,8 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       "/billing/checkout/:id",
       Effect.gen(function*() {
         const session = yield* payments.find(yield* sessionId)
-        if (Option.isNone(session) || session.value.kind !== "checkout" || !session.value.plan) return gone
+        if (Option.isNone(session) || session.value.kind !== "checkout" || !session.value.plan) return unknown
+        if (session.value.status !== "open" || session.value.expired) return notOpen(session, 200)
         const { plan, cancelUrl, successUrl, userId } = session.value
         const current = yield* Effect.option(billing.subscription(userId))
         if (Option.isSome(current) && current.value.plan === plan) return alreadyOn(plan, successUrl)
@@ -61,8 +78,9 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
     yield* router.post(
       "/billing/checkout/:id",
       Effect.gen(function*() {
-        const completed = yield* payments.completeCheckout(yield* sessionId)
-        if (Option.isNone(completed)) return gone
+        const id = yield* sessionId
+        const completed = yield* payments.completeCheckout(id)
+        if (Option.isNone(completed)) return notOpen(yield* payments.find(id), 409)
         const { changed, session } = completed.value
         if (!changed) return alreadyOn(session.plan!, session.successUrl)
         return HttpServerResponse.redirect(session.successUrl ?? "/", { status: 303 })
@@ -73,7 +91,8 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       "/billing/portal/:id",
       Effect.gen(function*() {
         const session = yield* payments.find(yield* sessionId)
-        if (Option.isNone(session) || session.value.kind !== "portal") return gone
+        if (Option.isNone(session) || session.value.kind !== "portal") return unknown
+        if (session.value.expired) return gone
         const subscription = yield* billing.subscription(session.value.userId)
         const end = new Date(subscription.currentPeriodEnd).toUTCString()
         const action = subscription.plan === "free"
@@ -99,7 +118,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         )
         if (Option.isNone(form)) return page("Unknown action", `<p><a href="${escapeHtml(id)}">Back</a></p>`, 400)
         const updated = yield* payments.setCancelAtPeriodEnd(id, form.value.action === "cancel")
-        if (Option.isNone(updated)) return gone
+        if (Option.isNone(updated)) return notOpen(yield* payments.find(id), 409)
         return HttpServerResponse.redirect(`/billing/portal/${encodeURIComponent(id)}`, { status: 303 })
       }).pipe(Effect.orDie)
     )
