@@ -124,7 +124,13 @@ const CustomHeaders = Schema.Record({ key: Schema.String, value: headerText(Sche
 )
 
 /** One-click unsubscribe (services/outbound/unsubscribes.ts): for any message sent. */
-const ListUnsubscribe = Schema.optional(Schema.Boolean).annotations({
+/**
+ * An optional field of a send, a reply or a forward: absent, or null as a client that writes every
+ * field (an SDK's None, a draft's fields copied) sends it. Drafts take null to remove a field.
+ */
+const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { nullable: true })
+
+const ListUnsubscribe = optional(Schema.Boolean).annotations({
   description:
     "Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; " +
     "using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): " +
@@ -148,21 +154,21 @@ const Subject = headerText(Schema.String).pipe(Schema.maxLength(998))
 
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
-  text: Schema.optional(Schema.String).annotations({ description: "Plain-text body" }),
-  html: Schema.optional(Schema.String).annotations({ description: "HTML body" }),
-  attachments: Schema.optional(Attachments),
-  headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" }),
+  text: optional(Schema.String).annotations({ description: "Plain-text body" }),
+  html: optional(Schema.String).annotations({ description: "HTML body" }),
+  attachments: optional(Attachments),
+  headers: optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" }),
   list_unsubscribe: ListUnsubscribe
 }
 
 const replyTo = "Where answers should go instead of the mailbox: an address or {name, address}"
 
 export const SendInput = Schema.Struct({
-  to: Schema.optional(Recipients).annotations({ description: "Recipients: addresses or {name, address}" }),
-  cc: Schema.optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
-  bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
-  subject: Schema.optional(Subject),
-  reply_to: Schema.optional(AddressInput).annotations({ description: replyTo }),
+  to: optional(Recipients).annotations({ description: "Recipients: addresses or {name, address}" }),
+  cc: optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
+  bcc: optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
+  subject: optional(Subject),
+  reply_to: optional(AddressInput).annotations({ description: replyTo }),
   ...BodyFields
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SendInput = typeof SendInput.Type
@@ -180,16 +186,16 @@ export type SendBatchInput = typeof SendBatchInput.Type
 
 /** A reply's body; its recipients come from the original (cc and bcc add more). */
 export const ReplyInput = Schema.Struct({
-  cc: Schema.optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),
-  bcc: Schema.optional(Recipients).annotations({ description: "More recipients, not shown in the message's headers" }),
+  cc: optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),
+  bcc: optional(Recipients).annotations({ description: "More recipients, not shown in the message's headers" }),
   ...BodyFields
 }).annotations({ identifier: "ReplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ReplyInput = typeof ReplyInput.Type
 
 export const ForwardInput = Schema.Struct({
   to: Recipients.annotations({ description: "Whom to forward it to: addresses or {name, address}" }),
-  cc: Schema.optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
-  bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
+  cc: optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
+  bcc: optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
   ...BodyFields
 }).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ForwardInput = typeof ForwardInput.Type

@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import * as fs from "node:fs"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, Fiber, Layer, Option } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Layer, Option, Schema } from "effect"
 import { BusError, type BusMessage, type ComeBackAfter, ComeBackAfterTypeId, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { Dns } from "../../services/dns/dns.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
@@ -21,6 +21,7 @@ import { ForwardedCopies } from "../../services/outbound/forwards.ts"
 import { Mta } from "../../services/outbound/mta.ts"
 import { Replies } from "../../services/outbound/replies.ts"
 import { requeueStranded } from "../../services/outbound/requeue.ts"
+import { SendInput } from "../../services/outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { SmtpTransport } from "../../services/outbound/transport.ts"
 import { migrationsDirectory } from "../../src/database.ts"
@@ -177,6 +178,19 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           details: { window: "period", used: 60, limit: 100, plan: "free" }
         })])
         expect(yield* counted(batches.userId)).toEqual({ today: 60, period: 60, emails: 60 })
+      }))
+
+    it.effect("null for an optional field of a send is its absence, as a draft answers its fields and an SDK writes None", () =>
+      Effect.gen(function*() {
+        const sending = yield* Outbound
+        const owner = yield* insertUser("free")
+        const box = yield* insertMailbox(owner)
+        const body = { to: ["reader@partner.test"], cc: null, bcc: null, subject: null, reply_to: null, text: "Hi.", html: null, attachments: null, headers: null, list_unsubscribe: null }
+        const input = yield* Schema.decodeUnknown(SendInput)(body)
+        expect(input).toEqual({ to: ["reader@partner.test"], text: "Hi." })
+        expect(yield* sending.submit(owner.userId, box.mailboxId, fromSendInput(input))).toMatchObject({ status: "queued" })
+        // A value of the wrong type is still refused.
+        expect(Exit.isFailure(yield* Effect.exit(Schema.decodeUnknown(SendInput)({ ...body, cc: "a@partner.test" })))).toBe(true)
       }))
 
     it.effect("what an email gives a reply to all or a forward is counted when the reply or the draft is made: past 50 recipients or 100 attachments, refused naming what to change", () =>

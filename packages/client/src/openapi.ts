@@ -4821,21 +4821,21 @@ export interface components {
         };
         ForwardInput: {
             /** @description an array of at most 100 item(s) */
-            attachments?: components["schemas"]["AttachmentInput"][];
+            attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description Recipients not shown in the message's headers */
-            bcc?: components["schemas"]["AddressInput"][];
+            bcc?: components["schemas"]["AddressInput"][] | null;
             /** @description Copied recipients, shown to all */
-            cc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][] | null;
             /** @description Custom headers, X-* names only */
             headers?: {
                 [key: string]: string;
-            };
+            } | null;
             /** @description HTML body */
-            html?: string;
+            html?: string | null;
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
-            list_unsubscribe?: boolean;
+            list_unsubscribe?: boolean | null;
             /** @description Plain-text body */
-            text?: string;
+            text?: string | null;
             /** @description Whom to forward it to: addresses or {name, address} */
             to: components["schemas"]["AddressInput"][];
         };
@@ -5474,21 +5474,21 @@ export interface components {
         };
         ReplyInput: {
             /** @description an array of at most 100 item(s) */
-            attachments?: components["schemas"]["AttachmentInput"][];
+            attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description More recipients, not shown in the message's headers */
-            bcc?: components["schemas"]["AddressInput"][];
+            bcc?: components["schemas"]["AddressInput"][] | null;
             /** @description More recipients, besides those the reply goes to */
-            cc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][] | null;
             /** @description Custom headers, X-* names only */
             headers?: {
                 [key: string]: string;
-            };
+            } | null;
             /** @description HTML body */
-            html?: string;
+            html?: string | null;
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
-            list_unsubscribe?: boolean;
+            list_unsubscribe?: boolean | null;
             /** @description Plain-text body */
-            text?: string;
+            text?: string | null;
         };
         RevokedApiKey: {
             keyId: string;
@@ -5715,27 +5715,27 @@ export interface components {
         SenderListName: "allow" | "block";
         SendInput: {
             /** @description an array of at most 100 item(s) */
-            attachments?: components["schemas"]["AttachmentInput"][];
+            attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description Recipients not shown in the message's headers */
-            bcc?: components["schemas"]["AddressInput"][];
+            bcc?: components["schemas"]["AddressInput"][] | null;
             /** @description Copied recipients, shown to all */
-            cc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][] | null;
             /** @description Custom headers, X-* names only */
             headers?: {
                 [key: string]: string;
-            };
+            } | null;
             /** @description HTML body */
-            html?: string;
+            html?: string | null;
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
-            list_unsubscribe?: boolean;
+            list_unsubscribe?: boolean | null;
             /** @description Where answers should go instead of the mailbox: an address or {name, address} */
-            reply_to?: components["schemas"]["AddressInput"];
+            reply_to?: components["schemas"]["AddressInput"] | null;
             /** @description a string at most 998 character(s) long */
-            subject?: string;
+            subject?: string | null;
             /** @description Plain-text body */
-            text?: string;
+            text?: string | null;
             /** @description Recipients: addresses or {name, address} */
-            to?: components["schemas"]["AddressInput"][];
+            to?: components["schemas"]["AddressInput"][] | null;
         };
         /** @description SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan */
         SendQuotaReached: {
