@@ -18,6 +18,7 @@
 import { Either } from "effect"
 import ICAL from "ical.js"
 import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
+import { ruleProblem } from "../schedule/rule-limits.ts"
 import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } from "../time-zones.ts"
 
 // ical.js cuts a long line every 75 octets and then puts the continuation's space in front, making
@@ -52,6 +53,24 @@ const timesExist = (text: string): boolean => {
       if (m === null) continue // a period (RDATE) or a form ical.js refuses by itself
       const [year, month, day, hour, minute, second] = m.slice(1).map((field) => Number(field ?? 0)) as [number, number, number, number, number, number]
       if (!isRealWallTime({ year, month, day, hour, minute, second }, { leapSecond: true })) return false
+    }
+  }
+  return true
+}
+
+/**
+ * Whether every repeat rule of the calendar's events is one RFC 5545 writes (rule-limits.ts
+ * `ruleProblem`; a part of no standard passed over, as calendar programs pass it): ical.js fails on
+ * `FREQ=MONTHLY;BYDAY=9MO` only when the event is walked, so a schedule keeping one failed at every
+ * request, and `UNTIL=garbage` at every reading. Zones' rules (in VTIMEZONE) are the zone's own affair.
+ */
+const rulesReadable = (text: string): boolean => {
+  let inEvent = false
+  for (const line of contentLines(text)) {
+    if (/^BEGIN:VEVENT\s*$/i.test(line)) inEvent = true
+    else if (/^END:VEVENT\s*$/i.test(line)) inEvent = false
+    else if (inEvent && /^RRULE[;:]/i.test(line)) {
+      if (ruleProblem(line.slice(line.indexOf(":") + 1).trim(), "ignore") !== undefined) return false
     }
   }
   return true
@@ -108,7 +127,7 @@ const zoneCacheOf = (calendar: ICAL.Component): Map<string, ICAL.Timezone> | und
 
 export const parseCalendar = (text: string): Either.Either<ICAL.Component, CalendarUnreadable> => {
   try {
-    if (!timesExist(text)) return Either.left("damaged")
+    if (!timesExist(text) || !rulesReadable(text)) return Either.left("damaged")
     const parsed: unknown = ICAL.parse(text)
     // A text of several calendars parses to a list of them; the first is the invitation.
     const first = Array.isArray(parsed) && Array.isArray(parsed[0]) ? parsed[0] : parsed

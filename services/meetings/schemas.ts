@@ -8,7 +8,7 @@ import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
 import { isTimeZone, localMoment, localTime } from "../time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
-import { MAX_TIMES_OF_DAY, timesOfDay } from "../schedule/rule-limits.ts"
+import { MAX_TIMES_OF_DAY, ruleProblem, timesOfDay } from "../schedule/rule-limits.ts"
 import { rule } from "../schema-rules.ts"
 
 /** A day, as a whole-day meeting's start and end are written. */
@@ -60,13 +60,11 @@ export type WhenInput = typeof WhenInput.Type
 
 /** An RRULE (RFC 5545 §3.3.10): FREQ and the rule's other parts, e.g. FREQ=WEEKLY;BYDAY=TH;COUNT=4. */
 const Rule = Schema.String.pipe(
-  rule(
-    (value) =>
-      value.length <= 500 &&
-      /^[A-Z]+=[A-Z0-9,+:-]+(;[A-Z]+=[A-Z0-9,+:-]+)*$/i.test(value) &&
-      /(^|;)FREQ=(SECONDLY|MINUTELY|HOURLY|DAILY|WEEKLY|MONTHLY|YEARLY)(;|$)/i.test(value),
-    { message: () => "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4" }
-  ),
+  // As RFC 5545 writes a rule: the attendees' calendars read it, and the schedule walks it.
+  rule((value) => {
+    const problem = value.length > 500 ? "is longer than 500 characters" : ruleProblem(value)
+    return problem === undefined || `must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4: this one ${problem}`
+  }),
   // A meeting every second or minute is no meeting: calendar programs offer neither, and the
   // schedule walks such a rule only so far (services/schedule/occurrences.ts).
   rule((value) => !/(^|;)FREQ=(SECONDLY|MINUTELY)(;|$)/i.test(value), {

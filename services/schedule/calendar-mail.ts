@@ -125,7 +125,13 @@ export const CalendarMailLive = Layer.scopedDiscard(
           )
         }
         return true
-      })
+      }).pipe(
+        // A calendar the library fails on (a thrown error, not the database's) fails the same way at
+        // every delivery: passed over, not delivered again forever.
+        Effect.catchAllDefect((defect) =>
+          Effect.as(Effect.logWarning("An email's calendar could not be read; it is passed over", { email_id: emailId, defect }), false)
+        )
+      )
 
     const backfill = drainBackfill(sql, (entry) => entry.kind === "email" ? read(entry.id, false) : meetings.enterInSchedule(entry.id)).pipe(
       Effect.tap((done) => done > 0 ? Effect.logInfo("Schedule filled in from mail and meetings from before it", { entries: done }) : Effect.void),

@@ -278,6 +278,19 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, repeats_until = EXCLUDED.repeats_until, updated_at = now()`
     })
 
+    /**
+     * A kept calendar's occurrences as `expand` walks them, or none when walking it fails: one event
+     * the calendar library cannot walk (kept before its rule was checked, or failing on one it passed)
+     * is left out, logged, rather than failing the whole schedule, its free time and every reminder.
+     */
+    const expandedOrNone = <A>(entry: { readonly mailboxId: string; readonly uid: string }, expand: () => ReadonlyArray<A>) =>
+      Effect.try(expand).pipe(Effect.catchAll((error) =>
+        Effect.as(
+          Effect.logWarning("An event on the schedule could not be walked; it is left out", { mailbox_id: entry.mailboxId, uid: entry.uid, error: error.cause }),
+          [] as ReadonlyArray<A>
+        )
+      ))
+
     /** Every occurrence on the mailboxes' schedules in the range (each event's first `perEvent`), in order of start (then of the mailboxes as named). */
     const occurring = (
       mailboxIds: ReadonlyArray<string>,
@@ -293,9 +306,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
         const items: Array<Occurring> = []
         for (const row of rows) {
-          const calendar = readKept(row.calendar)
-          const { organizer } = headline(calendar)
-          for (const o of occurrences(calendar, range.from, range.to, { max: perEvent, repeatsUntil: row.repeatsUntil })) {
+          const expanded = yield* expandedOrNone(row, () => {
+            const calendar = readKept(row.calendar)
+            const { organizer } = headline(calendar)
+            return occurrences(calendar, range.from, range.to, { max: perEvent, repeatsUntil: row.repeatsUntil }).map((o) => ({ o, organizer }))
+          })
+          for (const { o, organizer } of expanded) {
             const item = itemOf(row, o, organizer)
             if (item.status !== "cancelled" || includeCancelled) items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
@@ -333,13 +349,11 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           SELECT mailbox_id, uid, updated_at::text AS version, calendar, repeats_until FROM calendar_entries
           WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${stale.map((row) => row.mailboxId)}::text[], ${stale.map((row) => row.uid)}::text[]))`
         for (const c of calendars) {
-          const calendar = readKept(c.calendar)
-          expanded.set(keyOf(c), {
-            version: c.version,
-            until: horizon,
-            found: occurrences(calendar, now, new Date(horizon + 1), { repeatsUntil: c.repeatsUntil }),
-            organizer: headline(calendar).organizer
+          const [walked] = yield* expandedOrNone(c, () => {
+            const calendar = readKept(c.calendar)
+            return [{ found: occurrences(calendar, now, new Date(horizon + 1), { repeatsUntil: c.repeatsUntil }), organizer: headline(calendar).organizer }]
           })
+          expanded.set(keyOf(c), { version: c.version, until: horizon, found: walked?.found ?? [], organizer: walked?.organizer ?? null })
         }
       }
       const running = new Set(rows.map(keyOf))

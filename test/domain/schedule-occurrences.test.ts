@@ -3,10 +3,13 @@
  * cancellations applied as an attendee's calendar applies them, and a kept event expanded into the
  * occurrences a range holds. Pure: no database, no server.
  */
+import { Either } from "effect"
 import * as fs from "node:fs"
 import ICAL from "ical.js"
 import { describe, expect, it, vi } from "vitest"
+import { readInvitation } from "../../services/invitations/icalendar.ts"
 import { headline, invitationOf, merge, occurrences, span, spanning } from "../../services/schedule/occurrences.ts"
+import { ruleProblem } from "../../services/schedule/rule-limits.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (method: string, ...lines: Array<string>) =>
@@ -268,5 +271,62 @@ describe("applying invitations, updates and cancellations", () => {
     expect(invitationOf(calendar("REPLY", ...event("UID:standup", "DTSTART:20261026T080000Z")))).toBeUndefined()
     expect(invitationOf(["BEGIN:VCALENDAR", ...event("UID:x", "DTSTART:20261026T080000Z"), "END:VCALENDAR"].join("\r\n"))).toBeUndefined()
     expect(invitationOf("not a calendar")).toBeUndefined()
+  })
+})
+
+describe("repeat rules (RRULE) as RFC 5545 writes them", () => {
+  it("takes what calendar programs write", () => {
+    for (const rule of [
+      "FREQ=WEEKLY;BYDAY=TH", "FREQ=WEEKLY;COUNT=4;BYDAY=TH", "FREQ=MONTHLY;INTERVAL=1;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
+      "FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU", "FREQ=MONTHLY;BYDAY=5MO", "FREQ=DAILY;UNTIL=20270101T000000Z", "FREQ=DAILY;UNTIL=20270101",
+      "FREQ=YEARLY;BYWEEKNO=20;BYDAY=MO", "FREQ=MONTHLY;BYMONTHDAY=-1", "freq=weekly;wkst=su;byday=mo", "FREQ=YEARLY;RSCALE=GREGORIAN;SKIP=OMIT",
+      "FREQ=HOURLY;BYHOUR=9,10,11;BYMINUTE=0,30"
+    ]) expect(ruleProblem(rule), rule).toBeUndefined()
+  })
+
+  it("says what is wrong with one that is not; a part of no standard is refused, or passed over in a received rule", () => {
+    expect([
+      "FREQ=MONTHLY;BYDAY=9MO", "FREQ=WEEKLY;BYDAY=2MO", "FREQ=WEEKLY;BYDAY=XX", "FREQ=WEEKLY;COUNT=abc", "FREQ=WEEKLY;COUNT=-1",
+      "FREQ=WEEKLY;INTERVAL=0", "FREQ=WEEKLY;COUNT=2;UNTIL=20270101T000000Z", "FREQ=WEEKLY;UNTIL=garbage", "FREQ=WEEKLY;UNTIL=20270230",
+      "FREQ=MONTHLY;BYMONTHDAY=40", "FREQ=YEARLY;BYMONTH=13", "FREQ=WEEKLY;WKST=ZZ", "FREQ=DAILY;BYHOUR=25", "FREQ=DAILY;BYSETPOS=1",
+      "FREQ=DAILY;BYSETPOS=0;BYHOUR=9", "FREQ=WEEKLY;BYMONTHDAY=1", "FREQ=MONTHLY;BYWEEKNO=3", "FREQ=MONTHLY;BYYEARDAY=100",
+      "FREQ=WEEKLY;FREQ=DAILY", "BYDAY=MO", "FREQ=FORTNIGHTLY", "FREQ=WEEKLY;BYDAY", "FREQ=WEEKLY;FOO=BAR"
+    ].map((rule) => [rule, ruleProblem(rule)])).toEqual([
+      ["FREQ=MONTHLY;BYDAY=9MO", "numbers a monthly BYDAY at most 5 (a month has at most five of a weekday)"],
+      ["FREQ=WEEKLY;BYDAY=2MO", "numbers a BYDAY (such as 2MO) only when it repeats monthly or yearly"],
+      ["FREQ=WEEKLY;BYDAY=XX", "has BYDAY=XX, which is no value of BYDAY"],
+      ["FREQ=WEEKLY;COUNT=abc", "has COUNT=abc, which is no value of COUNT"],
+      ["FREQ=WEEKLY;COUNT=-1", "has COUNT=-1, which is no value of COUNT"],
+      ["FREQ=WEEKLY;INTERVAL=0", "has INTERVAL=0, which is no value of INTERVAL"],
+      ["FREQ=WEEKLY;COUNT=2;UNTIL=20270101T000000Z", "must end by COUNT or by UNTIL, not both"],
+      ["FREQ=WEEKLY;UNTIL=garbage", "has UNTIL=garbage, which is no value of UNTIL"],
+      ["FREQ=WEEKLY;UNTIL=20270230", "has UNTIL=20270230, which is no value of UNTIL"],
+      ["FREQ=MONTHLY;BYMONTHDAY=40", "has BYMONTHDAY=40, which is no value of BYMONTHDAY"],
+      ["FREQ=YEARLY;BYMONTH=13", "has BYMONTH=13, which is no value of BYMONTH"],
+      ["FREQ=WEEKLY;WKST=ZZ", "has WKST=ZZ, which is no value of WKST"],
+      ["FREQ=DAILY;BYHOUR=25", "has BYHOUR=25, which is no value of BYHOUR"],
+      ["FREQ=DAILY;BYSETPOS=1", "has BYSETPOS, which picks among what another BY… part gives (such as BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1)"],
+      ["FREQ=DAILY;BYSETPOS=0;BYHOUR=9", "has BYSETPOS=0, which is no value of BYSETPOS"],
+      ["FREQ=WEEKLY;BYMONTHDAY=1", "has BYMONTHDAY, which a weekly rule cannot"],
+      ["FREQ=MONTHLY;BYWEEKNO=3", "has BYWEEKNO, which only a yearly rule can"],
+      ["FREQ=MONTHLY;BYYEARDAY=100", "has BYYEARDAY, which only a yearly (or finer than daily) rule can"],
+      ["FREQ=WEEKLY;FREQ=DAILY", "names FREQ twice"],
+      ["BYDAY=MO", "must name FREQ (DAILY, WEEKLY, MONTHLY, YEARLY…)"],
+      ["FREQ=FORTNIGHTLY", "has FREQ=FORTNIGHTLY, which is no value of FREQ"],
+      ["FREQ=WEEKLY;BYDAY", "has \"BYDAY\" where a part such as FREQ=WEEKLY belongs"],
+      ["FREQ=WEEKLY;FOO=BAR", "has FOO, which is no part of a repeat rule"]
+    ])
+    expect(ruleProblem("FREQ=WEEKLY;X-OUTLOOK=1;BYDAY=MO", "ignore")).toBeUndefined()
+  })
+
+  it("an invitation whose event's rule is not one is damaged: not an invitation the schedule keeps; a zone's own rules are the zone's", () => {
+    const stranger = (rule: string) =>
+      calendar("REQUEST", ...event("UID:x", "DTSTART:20261208T100000Z", "DTEND:20261208T110000Z", `RRULE:${rule}`, "SUMMARY:Stranger"))
+    for (const rule of ["FREQ=MONTHLY;BYDAY=9MO", "FREQ=WEEKLY;UNTIL=garbage"]) {
+      expect(invitationOf(stranger(rule)), rule).toBeUndefined()
+      expect(Either.match(readInvitation(stranger(rule)), { onLeft: (why) => why, onRight: () => "read" }), rule).toBe("damaged")
+    }
+    expect(invitationOf(stranger("FREQ=WEEKLY;BYDAY=TU;X-NAME=1"))).toMatchObject({ uid: "x" })
+    expect(invitationOf(fixture("outlook-request.ics"))).toBeDefined()
   })
 })

@@ -403,6 +403,28 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* list()).toEqual([])
       }))
 
+    it.effect("a rule RFC 5545 does not write (a stranger's BYDAY=9MO, UNTIL=garbage) keeps the invitation off it; one kept before that is left out, not failing the schedule, its free time or reminders", () =>
+      Effect.gen(function*() {
+        const { address, mailboxId, owner, receive, list, schedule, sql } = yield* world()
+        yield* receive(review(address, 0, "ACCEPTED"))
+        const bad = (rule: string, uid: string) =>
+          calendar("REQUEST", `UID:${uid}`, "DTSTART:20261208T100000Z", "DTEND:20261208T110000Z", `RRULE:${rule}`, "SUMMARY:Stranger",
+            `ATTENDEE;PARTSTAT=ACCEPTED:mailto:${address}`)
+        expect(yield* receive(bad("FREQ=MONTHLY;BYDAY=9MO", "ninth"))).toBeUndefined()
+        expect(yield* receive(bad("FREQ=WEEKLY;UNTIL=garbage", "garbage"))).toBeUndefined()
+        expect((yield* list()).map((o) => o.uid)).toEqual(["review@partner.test", "review@partner.test"])
+        // Kept before its rule was checked: walking it fails, and it alone is left out.
+        const kept = (yield* sql<{ calendar: string }>`SELECT calendar FROM calendar_entries WHERE mailbox_id = ${mailboxId}`)[0]!.calendar
+        yield* sql`INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, sequence, status, response, calendar, first_start, last_end)
+                   VALUES (${mailboxId}, 'ninth', ${owner.userId}, 'attendee', 0, 'confirmed', 'accepted',
+                           ${kept.replace("RRULE:FREQ=WEEKLY;BYDAY=TH", "RRULE:FREQ=MONTHLY;BYDAY=9MO").replace("UID:review@partner.test", "UID:ninth")},
+                           '2026-12-03T14:00:00Z', NULL)`
+        expect((yield* list()).map((o) => o.uid)).toEqual(["review@partner.test", "review@partner.test"])
+        const free = yield* schedule.availability(owner.userId, [mailboxId], { from: "2026-12-03T13:00:00Z", to: "2026-12-03T16:00:00Z", hours: "00:00-23:59", weekdays: "1,2,3,4,5,6,7", duration_minutes: 60, step_minutes: 60 })
+        expect(free.data.map((slot) => slot.start)).toEqual(["2026-12-03T13:00:00+00:00", "2026-12-03T15:00:00+00:00"])
+        expect((yield* remindDue(new Date("2026-12-03T13:51:30Z"))).filter((r) => r.mailbox_id === mailboxId).map((r) => r.uid)).toEqual(["review@partner.test"])
+      }))
+
     it.effect("reminds each occurrence ten minutes before it starts, once: not declined, cancelled or whole-day ones, nor one already started", () =>
       Effect.gen(function*() {
         const { address, mailboxId, receive } = yield* world()

@@ -400,9 +400,14 @@ describe("meetings", () => {
     expect(malformed.error!.error.details).toMatchObject({
       "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone",
       "end.date": "must be a day such as 2026-12-24",
-      recurrence: "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4"
+      recurrence: 'must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4: this one has EVERY, which is no part of a repeat rule'
     })
     expect(Object.keys(malformed.error!.error.details!).sort()).toEqual(["attendees", "end.date", "recurrence", "start.date_time", "summary"])
+    // A rule the attendees' calendars could not read, or the schedule walk, is refused by its field (it was a 500, or sent).
+    for (const [recurrence, problem] of [["FREQ=MONTHLY;BYDAY=9MO", "numbers a monthly BYDAY at most 5"], ["FREQ=WEEKLY;INTERVAL=0", "has INTERVAL=0"]] as const) {
+      const refused = await schedule({ ...base, recurrence })
+      expect([refused.response.status, refused.error?.error.details?.["recurrence"]]).toEqual([400, expect.stringContaining(problem)])
+    }
     expect((await schedule({ ...base, summary: "s".repeat(256), attendees: Array.from({ length: 51 }, (_, i) => `guest${i}@partner.test`) }))
       .error?.error.details).toEqual({ summary: "must be at most 255 characters", attendees: "must list at most 50 attendees" })
     // A day that does not exist is refused, not rolled over into March.
