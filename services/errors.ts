@@ -444,8 +444,8 @@ export class InvitationNotRespondable extends Schema.TaggedError<InvitationNotRe
     code: "INVITATION_NOT_RESPONDABLE",
     description:
       "INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST " +
-      "(not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); " +
-      "details: email_id, method, reason"
+      "(not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), " +
+      "or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason"
   })
 ) {}
 

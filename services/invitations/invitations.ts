@@ -18,7 +18,7 @@ import { decodeText } from "../mail/charsets.ts"
 import { routingForm } from "../mail/inbound.ts"
 import type { Idempotency } from "../outbound/idempotency.ts"
 import { mailboxAddresses, Replies } from "../outbound/replies.ts"
-import { Schedule } from "../schedule/schedule.ts"
+import { Schedule, type ScheduleRevision } from "../schedule/schedule.ts"
 import { calendarPart } from "./calendar-part.ts"
 import { attendeeOf, type CalendarEvent, readInvitation, replyCalendar } from "./icalendar.ts"
 import { type Invitation, type InvitationResponse, MAX_CALENDAR_BYTES, type RespondInput, type ResponseStatus } from "./schemas.ts"
@@ -39,9 +39,20 @@ interface CalendarRow {
 }
 
 /** Why the mailbox cannot answer an invitation, or undefined when it can. */
-type Closed = "cancelled" | "not_a_request" | "no_organizer" | "own_invitation"
+type Closed = "cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded"
 
-const closedReason = (event: CalendarEvent, outbound: boolean, isMine: (address: string) => boolean): Closed | undefined =>
+/**
+ * `latest`: the revision of the event the mailbox's schedule holds, when it holds one. An invitation
+ * an update has replaced (a new time, SEQUENCE higher) is answered through the update: the organizer
+ * ignores an answer to an older revision (RFC 5546 §2.1.4), and the schedule would show the new time
+ * answered.
+ */
+const closedReason = (
+  event: CalendarEvent,
+  outbound: boolean,
+  isMine: (address: string) => boolean,
+  latest: ScheduleRevision | undefined
+): Closed | undefined =>
   event.method === "CANCEL" || event.status === "cancelled"
     ? "cancelled"
     : event.method !== "REQUEST"
@@ -50,6 +61,8 @@ const closedReason = (event: CalendarEvent, outbound: boolean, isMine: (address:
     ? "no_organizer"
     : outbound || isMine(event.organizer.address)
     ? "own_invitation"
+    : latest !== undefined && latest.sequence > event.sequence
+    ? "superseded"
     : undefined
 
 const SUBJECTS: Record<ResponseStatus, string> = { accepted: "Accepted", declined: "Declined", tentative: "Tentative" }
@@ -110,7 +123,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         attachment_id: found.attachmentId,
         ...found.event,
         attendees: found.event.attendees.map((attendee) => ({ ...attendee, is_mailbox: found.isMine(attendee.address) })),
-        respondable: closedReason(found.event, found.outbound, found.isMine) === undefined,
+        respondable: closedReason(found.event, found.outbound, found.isMine, yield* schedule.revision(found.mailboxId, found.event.uid)) === undefined,
         response: found.response
       } satisfies Invitation
     })
@@ -129,7 +142,8 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
     ) {
       const found = yield* calendarOf(userId, emailId)
       const { event } = found
-      const closed = closedReason(event, found.outbound, found.isMine)
+      const latest = yield* schedule.revision(found.mailboxId, event.uid)
+      const closed = closedReason(event, found.outbound, found.isMine, latest)
       if (closed !== undefined) {
         return yield* new InvitationNotRespondable({
           message: closed === "cancelled"
@@ -138,8 +152,15 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
             ? `The calendar (${event.method ?? "no method"}) asks for no answer: only an invitation (REQUEST) is answered`
             : closed === "no_organizer"
             ? "The invitation names no organizer to answer"
+            : closed === "superseded"
+            ? `An update of this invitation arrived since (revision ${latest!.sequence}, email ${latest!.emailId}): answer that one`
             : "The mailbox organizes or sent this invitation: attendees answer it",
-          details: { email_id: emailId, method: event.method, reason: closed }
+          details: {
+            email_id: emailId,
+            method: event.method,
+            reason: closed,
+            ...(closed === "superseded" ? { latest_email_id: latest!.emailId } : {})
+          }
         })
       }
       const organizer = event.organizer!

@@ -203,6 +203,9 @@ export const merge = (kept: string | undefined, invitation: Invitation): string 
       const tzid = zoneOf(id)
       if (tzid !== null) removed.setParameter("tzid", tzid)
       storedMaster.addProperty(removed)
+      // At the cancellation's revision: the invitation it outranks (the same REQUEST in another email,
+      // or read again when the mailbox answers it) no longer puts the occurrence back.
+      storedMaster.updatePropertyWithValue("sequence", Math.max(sequenceOf(storedMaster), sequenceOf(override)))
     } else {
       override.updatePropertyWithValue("status", "CANCELLED")
       events.push(override)

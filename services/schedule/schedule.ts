@@ -153,6 +153,12 @@ const wallMoment = (zone: string, dateTime: string) =>
 /** Midnight of a day (YYYY-MM-DD) in `zone`. */
 const dayStart = (zone: string, date: string) => wallMoment(zone, `${date}T00:00:00`)
 
+/** Which revision of a received event a schedule holds (its SEQUENCE), and the email that brought it. */
+export interface ScheduleRevision {
+  readonly sequence: number
+  readonly emailId: string
+}
+
 export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -249,6 +255,14 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           response
         } satisfies InvitationReceivedData
       }))
+    })
+
+    /** The revision of a received event (`uid`) the mailbox's schedule holds, and the email it came in; none when it holds none. */
+    const revision = Effect.fn("Schedule.revision")(function*(mailboxId: string, uid: string) {
+      const rows = yield* sql<{ sequence: number; emailId: string | null }>`
+        SELECT sequence, email_id FROM calendar_entries WHERE mailbox_id = ${mailboxId} AND uid = ${uid} AND role = 'attendee'`
+      const row = rows[0]
+      return row === undefined || row.emailId === null ? undefined : ({ sequence: Number(row.sequence), emailId: row.emailId } satisfies ScheduleRevision)
     })
 
     /** The mailbox's answer to an invitation it received (the event `uid`), as it sent it. */
@@ -469,6 +483,6 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     /** A calendar to keep, with when it has occurrences: for `organize`. */
     const walk = (calendar: string): Effect.Effect<Walked> => Effect.map(spanOf(calendar), (when) => ({ calendar, when }))
 
-    return { receive, answered, walk, organize, list, availability, startingSoon, rewalkKept } as const
+    return { receive, answered, revision, walk, organize, list, availability, startingSoon, rewalkKept } as const
   })
 }) {}

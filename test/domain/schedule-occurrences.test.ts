@@ -259,6 +259,8 @@ describe("applying invitations, updates and cancellations", () => {
       "2026-10-26T08:00:00Z",
       "2026-11-09T08:00:00Z"
     ])
+    // The invitation it outranks, come again (in another email, or read again when the mailbox answers it), puts nothing back.
+    expect(apply(kept, weekly)).toBeUndefined()
     const all = apply(kept, calendar("CANCEL", ...event("UID:standup", "SEQUENCE:2", "STATUS:CANCELLED")))!
     expect(headline(all)).toEqual({ sequence: 2, status: "cancelled", organizer: null })
     expect(times(all, "2026-10-26T00:00:00Z", "2026-11-03T00:00:00Z").map(([, , status]) => status)).toEqual(["cancelled"])

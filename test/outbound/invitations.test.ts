@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { useOutboundWorld } from "../support/outbound-world.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -189,6 +190,8 @@ describe("calendar invitations", () => {
 
   it("refuses what cannot be read or answered, each with its status, code and details", async () => {
     const { box, mailroom } = await owner()
+    // More requests than the free plan's 20 a minute.
+    await upgrade(suite.url, box.user.apiKey, "pro")
     const organizer = `${fresh("grace")}@partner.test`
     const respond = (emailId: string, body: unknown) =>
       mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", { ...emailPath(emailId), body: body as never })
@@ -244,6 +247,20 @@ describe("calendar invitations", () => {
     const bad = await respond(open.email_id, { status: "maybe", comment: "x".repeat(2001) })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { status: expect.any(String), comment: expect.any(String) } })
+
+    // Moved by an update since (a new time, the next revision): the update is the one to answer.
+    const moved = invitation.replace("SEQUENCE:0", "SEQUENCE:1").replace("DTSTART;TZID=Europe/Paris:20261203T150000", "DTSTART;TZID=Europe/Paris:20261203T170000")
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Moved", text: "Later.", icalEvent: { method: "REQUEST", content: moved } })
+    const update = await arrived(mailroom, box, "Moved")
+    await until("the update on the schedule", async () =>
+      (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(open.email_id))).data!.data.respondable === false || undefined)
+    const superseded = await respond(open.email_id, { status: "accepted" })
+    expect([superseded.response.status, superseded.error?.error]).toEqual([422, {
+      code: "INVITATION_NOT_RESPONDABLE",
+      message: `An update of this invitation arrived since (revision 1, email ${update.email_id}): answer that one`,
+      details: { email_id: open.email_id, method: "REQUEST", reason: "superseded", latest_email_id: update.email_id }
+    }])
+    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(update.email_id))).data!.data.respondable).toBe(true)
     // Nothing was sent for any refusal.
     expect(repliesFrom(box)).toEqual([])
   })

@@ -4942,7 +4942,7 @@ export interface components {
              */
             status: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
         };
-        /** @description INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); details: email_id, method, reason */
+        /** @description INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason */
         InvitationNotRespondable: {
             error: {
                 /** @enum {string} */
@@ -12566,7 +12566,7 @@ export interface operations {
             };
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
-             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); details: email_id, method, reason
+             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason
              *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
@@ -26977,7 +26977,7 @@ export interface operations {
             };
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
-             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); details: email_id, method, reason
+             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason
              *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
