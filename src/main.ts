@@ -122,9 +122,13 @@ const serve = (config: AppConfigShape) =>
     yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")} (node ${nodeId})`)
     const { appLayer } = yield* load.app
     return yield* Layer.launch(appLayer(config, Deferred.await(stopping))).pipe(
-      // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
+      // A role that cannot start (a port in use, say) is an operator's problem: say what, not where;
+      // in the JSON log too, where a pipeline looks for why a node stopped (level fatal).
       Effect.catchAll((error) =>
-        stopWith(`mailroom: could not start\n${reasons(error)}\n`)
+        Effect.zipRight(
+          config.logFormat === "json" ? Effect.logFatal("Could not start", { reasons: reasons(error) }) : Effect.void,
+          stopWith(`mailroom: could not start\n${reasons(error)}\n`)
+        )
       ),
       Effect.onInterrupt(() => Effect.logInfo("Shutdown complete"))
     )

@@ -247,6 +247,13 @@ describe.concurrent("a start that fails", () => {
           `127.0.0.1:${taken.port}. Another process listens on port ${taken.port}: stop it, or set PORT to a free port\n`
       )
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+      // With LOG_FORMAT=json the log says so too, where a pipeline looks for why a node stopped.
+      const logged = await run({ PORT: String(taken.port), SMTP_PORT: String(await freePort()), LOG_FORMAT: "json" })
+      const lines = logged.output.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>)
+      expect(lines.find((line) => line["level"] === "fatal")).toMatchObject({
+        message: "Could not start",
+        details: { reasons: expect.stringContaining(`Another process listens on port ${taken.port}`) }
+      })
     } finally {
       await taken.release()
     }
