@@ -492,8 +492,39 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   yield* checkPayments(config)
   yield* checkSmtpTls(config)
   yield* checkPostmasterMailbox(config)
+  yield* checkOwnPorts(config)
   return config
 })
+
+/** Whether two listeners' hosts take the same connections: the same address, or either every address. */
+const overlapping = (a: string, b: string) => a === b || [a, b].some((host) => host === "0.0.0.0" || host === "::" || host === "")
+
+/**
+ * Two listeners of this process on one port: refused with the settings, naming both variables, rather
+ * than found when the second cannot listen and told as another process's doing.
+ */
+const checkOwnPorts = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {
+  const api = config.roles.includes("api")
+  const smtp = config.roles.includes("smtp")
+  const mailHost = (host: Option.Option<string>) => Option.getOrElse(host, () => config.smtpHost)
+  const listeners: ReadonlyArray<readonly [string, string, Option.Option<number>]> = [
+    ...(api ? [["PORT", config.host, Option.some(config.port)] as const] : []),
+    ...(api ? [["IMAP_PORT", mailHost(config.imapHost), config.imapPort] as const, ["IMAPS_PORT", mailHost(config.imapHost), config.imapsPort] as const] : []),
+    ...(smtp ? [["SMTP_PORT", config.smtpHost, Option.some(config.smtpPort)] as const] : []),
+    ...(smtp
+      ? [["SUBMISSION_PORT", mailHost(config.submissionHost), config.submissionPort] as const, ["SUBMISSIONS_PORT", mailHost(config.submissionHost), config.submissionsPort] as const]
+      : []),
+    ...(api ? [] : [["METRICS_PORT", config.host, config.metricsPort] as const])
+  ]
+  const open = listeners.flatMap(([name, host, port]) => Option.isSome(port) && port.value !== 0 ? [{ name, host, port: port.value }] : [])
+  for (const [i, one] of open.entries()) {
+    const other = open.slice(i + 1).find((o) => o.port === one.port && overlapping(o.host, one.host))
+    if (other !== undefined) {
+      return Effect.fail(ConfigError.InvalidData([other.name], `Expected a port of its own, but ${one.name} is ${one.port} too`))
+    }
+  }
+  return Effect.void
+}
 
 /** The local parts nobody may register: DISALLOWED_EMAIL_NAME's and Mailroom's own sender's. */
 export const reservedLocalParts = (config: Pick<AppConfigShape, "disallowedEmailNames">): ReadonlyArray<string> => [

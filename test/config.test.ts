@@ -104,7 +104,13 @@ describe.concurrent("configuration", () => {
     [{ MX_HOST: "bad host!" }, /\nMX_HOST: Expected a host name such as example\.com but received "bad host!"/],
     [{ SMTP_HELO_NAME: "bad name" }, /\nSMTP_HELO_NAME: Expected a host name such as example\.com but received "bad name"/],
     [{ PASSWORD_HASH_COST: "8" }, /\nPASSWORD_HASH_COST: Expected an integer from 10 to 17 but received 8/],
-    [{ PASSWORD_HASH_COST: "high" }, /\nPASSWORD_HASH_COST/]
+    [{ PASSWORD_HASH_COST: "high" }, /\nPASSWORD_HASH_COST/],
+    // Two of this process's own listeners on one port: both named, not told as another process's doing when the second cannot listen.
+    [{ PORT: "3557", SMTP_PORT: "3557" }, /\nSMTP_PORT: Expected a port of its own, but PORT is 3557 too/],
+    [{ ROLES: "smtp", SMTP_PORT: "3558", SUBMISSION_PORT: "3558", NATS_URL: "nats://127.0.0.1:4222", DATABASE_URL: "postgres://127.0.0.1:1/x", JWT_SECRET: "x".repeat(32) },
+      /\nSUBMISSION_PORT: Expected a port of its own, but SMTP_PORT is 3558 too/],
+    [{ ROLES: "smtp", SMTP_PORT: "3558", METRICS_PORT: "3558", NATS_URL: "nats://127.0.0.1:4222", DATABASE_URL: "postgres://127.0.0.1:1/x", JWT_SECRET: "x".repeat(32) },
+      /\nMETRICS_PORT: Expected a port of its own, but SMTP_PORT is 3558 too/]
   ])("refuses %j with a message naming the variable", async (env, message) => {
     const output = await refusal(env)
     expect(output).toMatch(/^mailroom: invalid configuration\n/)
@@ -118,6 +124,8 @@ describe.concurrent("configuration", () => {
     expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB",
       TRUSTED_PROXIES: "10.0.0.5, 172.16.0.0/12,fd00::/8", PROXY_PROTOCOL: "10.0.0.5,2001:db8::1",
       POSTMASTER_MAILBOX: "Operator-Desk@Agents.localhost", QDRANT_PREFIX: "staging_" })).toBe("accepted")
+    // One port on two addresses of the machine is two listeners; METRICS_PORT is not opened beside the api role.
+    expect(await refusal({ HOST: "127.0.0.1", SMTP_HOST: "127.0.0.2", PORT: "3557", SMTP_PORT: "3557", METRICS_PORT: "3557" })).toBe("accepted")
   })
 
   it("takes a variable set to nothing as one not set (an environment file's `OPENAI_API_KEY=`)", async () => {
