@@ -477,7 +477,11 @@ export const settingsFrom = (environment: Readonly<Record<string, string | undef
     new Map(Object.entries(environment).flatMap(([name, value]) => value === undefined || value.trim() === "" ? [] : [[name, value]]))
   )
 
-export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
+/**
+ * The settings of a process running `command`: `serve` (the roles) checks them all; a one-off command
+ * (`migrate`, `dns-records`, `users …`) signs and checks no access tokens, so needs no JWT_SECRET.
+ */
+export const loadConfigFor = (command: string): Effect.Effect<AppConfigShape, ConfigError.ConfigError> => Effect.gen(function*() {
   const raw = yield* appConfig
   const appUrl = Option.getOrElse(raw.appUrl, () => `http://localhost:${raw.port}`)
   const config: AppConfigShape = {
@@ -488,13 +492,16 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
     allRoles: allRoles.every((role) => raw.roles.includes(role))
   }
   yield* checkCluster(config)
-  yield* checkSecrets(config)
+  if (command === "serve") yield* checkSecrets(config)
   yield* checkPayments(config)
   yield* checkSmtpTls(config)
   yield* checkPostmasterMailbox(config)
   yield* checkOwnPorts(config)
   return config
 })
+
+/** The settings of a node serving its roles. */
+export const loadConfig = loadConfigFor("serve")
 
 /** Whether two listeners' hosts take the same connections: the same address, or either every address. */
 const overlapping = (a: string, b: string) => a === b || [a, b].some((host) => host === "0.0.0.0" || host === "::" || host === "")

@@ -6,8 +6,8 @@
  * in-flight work, then exit 0.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
-import { type AppConfigShape, configFailure, loadConfig, settingsFrom } from "./config.ts"
+import { ConfigError, Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
+import { type AppConfigShape, configFailure, loadConfigFor, settingsFrom } from "./config.ts"
 import { loggerLayer, nodeId } from "./logging.ts"
 import { commands, usage, UsageError } from "./usage.ts"
 
@@ -64,7 +64,7 @@ const main = Effect.gen(function*() {
     return yield* Effect.sync(() => process.stdout.write(usage))
   }
   if (!(commands as ReadonlyArray<string>).includes(command)) return yield* usageError(`unknown command ${command}`)
-  const config = yield* loadConfig.pipe(
+  const config = yield* loadConfigFor(command).pipe(
     Effect.withConfigProvider(settingsFrom(process.env)),
     Effect.catchAll((error) => stopWith(configFailure(error)))
   )
@@ -88,6 +88,8 @@ const main = Effect.gen(function*() {
     Effect.catchAll((error) =>
       error instanceof UsageError
         ? usageError(error.message)
+        : ConfigError.isConfigError(error)
+        ? stopWith(configFailure(error))
         : stopWith(`mailroom: ${[command, ...args.slice(0, 1)].join(" ")} failed: ${reasons(error)}\n`)
     ),
     Effect.provide(loggerLayer(config)),
@@ -124,12 +126,14 @@ const serve = (config: AppConfigShape) =>
     return yield* Layer.launch(appLayer(config, Deferred.await(stopping))).pipe(
       // A role that cannot start (a port in use, say) is an operator's problem: say what, not where;
       // in the JSON log too, where a pipeline looks for why a node stopped (level fatal).
-      Effect.catchAll((error) =>
-        Effect.zipRight(
-          config.logFormat === "json" ? Effect.logFatal("Could not start", { reasons: reasons(error) }) : Effect.void,
-          stopWith(`mailroom: could not start\n${reasons(error)}\n`)
+      // A setting only a role's making reads (DKIM_PRIVATE_KEY's file) is refused as any setting is.
+      Effect.catchAll((error) => {
+        const said = ConfigError.isConfigError(error) ? configFailure(error) : `mailroom: could not start\n${reasons(error)}\n`
+        return Effect.zipRight(
+          config.logFormat === "json" ? Effect.logFatal("Could not start", { reasons: said.trim() }) : Effect.void,
+          stopWith(said)
         )
-      ),
+      }),
       Effect.onInterrupt(() => Effect.logInfo("Shutdown complete"))
     )
   }).pipe(

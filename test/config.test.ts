@@ -9,7 +9,7 @@ import { spawn } from "node:child_process"
 import * as net from "node:net"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { configFailure, loadConfig, settingsFrom } from "../src/config.ts"
+import { configFailure, loadConfig, loadConfigFor, settingsFrom } from "../src/config.ts"
 import { mailroomEntry } from "./support/process.ts"
 import { createBackend, freePort, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
@@ -128,6 +128,15 @@ describe.concurrent("configuration", () => {
     expect(await refusal({ HOST: "127.0.0.1", SMTP_HOST: "127.0.0.2", PORT: "3557", SMTP_PORT: "3557", METRICS_PORT: "3557" })).toBe("accepted")
   })
 
+  it("asks JWT_SECRET of a node serving its roles, not of a one-off command (migrate, dns-records), which signs no tokens", async () => {
+    const cluster = { DATABASE_URL: "postgres://127.0.0.1:1/x", NATS_URL: "nats://127.0.0.1:4222" }
+    expect(await refusal(cluster)).toMatch(/\nJWT_SECRET: JWT_SECRET is required when DATABASE_URL is set/)
+    for (const command of ["migrate", "dns-records"]) {
+      const loaded = await Effect.runPromise(Effect.either(loadConfigFor(command)).pipe(Effect.withConfigProvider(settingsFrom(cluster))))
+      expect(Either.isRight(loaded), command).toBe(true)
+    }
+  })
+
   it("takes a variable set to nothing as one not set (an environment file's `OPENAI_API_KEY=`)", async () => {
     const loaded = await Effect.runPromise(loadConfig.pipe(Effect.withConfigProvider(settingsFrom({
       OPENAI_API_KEY: "", QDRANT_URL: "", NATS_REPLICAS: " ", PORT: "", DISALLOWED_EMAIL_NAME: "", LOG_LEVEL: "  "
@@ -242,6 +251,12 @@ describe.concurrent("a start that fails", () => {
     const socket = await run({ ...env, DATABASE_URL: "postgresql://postgres@/mailroom?host=/nonexistent-socket-dir" })
     expect(socket.output).not.toMatch(/invalid configuration/)
     expect(socket.output).toMatch(/could not start\nCould not connect to PostgreSQL at \/nonexistent-socket-dir:5432, database mailroom\n/)
+  })
+
+  it("refuses a DKIM_PRIVATE_KEY it cannot read as any setting is refused, naming it", async () => {
+    const { code, output } = await run({ DKIM_PRIVATE_KEY: "/nonexistent/key.pem", PORT: String(await freePort()), SMTP_PORT: String(await freePort()) })
+    expect(code).toBe(1)
+    expect(output).toMatch(/mailroom: invalid configuration\nDKIM_PRIVATE_KEY: Expected a PEM private key or the path of a file holding one \(ENOENT[^\n]*\)\n/)
   })
 
   it("stops with a one-line reason when the HTTP port is taken", async () => {

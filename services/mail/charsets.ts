@@ -94,6 +94,12 @@ export const legacyBytesAsUtf8 = (bytes: Buffer): Buffer => {
   return Buffer.concat(parts)
 }
 
+/** Whether `text`, read as Windows-1252, was bytes that are UTF-8 (so reading it so was wrong: "ï¿½" for U+FFFD). */
+export const readsAsUtf8 = (text: string): boolean => {
+  const bytes = iconv.encode(text, "windows-1252")
+  return firstInvalidUtf8(bytes) === bytes.length
+}
+
 /** A Content-Type header of a text part, folded lines included (a binary string, a character a byte). */
 const TEXT_CONTENT_TYPE = /^Content-Type:[ \t]*text\/[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*/gim
 

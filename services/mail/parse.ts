@@ -14,7 +14,7 @@ import { Effect } from "effect"
 import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
-import { firstInvalidUtf8, labelledWindows1252, legacyBytesAsUtf8, utf8RelabelledWindows1252 } from "./charsets.ts"
+import { firstInvalidUtf8, labelledWindows1252, legacyBytesAsUtf8, readsAsUtf8, utf8RelabelledWindows1252 } from "./charsets.ts"
 import { dateHeaderMoment } from "./date-header.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
@@ -64,6 +64,13 @@ const sentAt = (date: Date | undefined) => {
 export const MAX_HEADER_VALUE = 64 * 1024
 /** Any header block a message we accept can carry (mailparser's own default is 1 MiB). */
 const MAX_HEAD_BYTES = 64 * 1024 * 1024
+
+/**
+ * The most MIME parts a message is read with (its text, html and attachments); one of more is kept
+ * with its headers alone. Enough for every message of the largest size a plan takes (25 MB) whose
+ * parts are not all but empty.
+ */
+export const MAX_PARTS = 10_000
 
 const capped = (value: string) => (value.length > MAX_HEADER_VALUE ? value.slice(0, MAX_HEADER_VALUE) : value)
 
@@ -355,12 +362,20 @@ export const lostIn = (body: string | null): number => body === null ? 0 : body.
  */
 const withLegacyText = (message: Buffer, parsed: { readonly text: string; readonly html: string | null }) => {
   if (lostIn(parsed.text) === 0 && lostIn(parsed.html) === 0) return Effect.succeed(parsed)
-  const readings = [legacyBytesAsUtf8(message), labelledWindows1252(message), utf8RelabelledWindows1252(message)].filter((reading) => reading !== message)
+  const readings = [
+    { message: legacyBytesAsUtf8(message), relabelled: false },
+    { message: labelledWindows1252(message), relabelled: false },
+    { message: utf8RelabelledWindows1252(message), relabelled: true }
+  ].filter((reading) => reading.message !== message)
+  // A part relabelled from UTF-8 is read so only when its bytes were no UTF-8: a U+FFFD the sender
+  // wrote, in UTF-8 that said so, would otherwise be read as "ï¿½".
+  const better = (again: string | null, best: string | null, relabelled: boolean): again is string =>
+    again !== null && lostIn(again) < lostIn(best) && !(relabelled && readsAsUtf8(again))
   return Effect.reduce(readings, parsed, (best, reading) =>
-    bodiesOf(reading).pipe(
+    bodiesOf(reading.message).pipe(
       Effect.map((again) => ({
-        text: lostIn(again.text) < lostIn(best.text) ? again.text : best.text,
-        html: again.html !== null && lostIn(again.html) < lostIn(best.html) ? again.html : best.html
+        text: better(again.text, best.text, reading.relabelled) ? again.text : best.text,
+        html: better(again.html, best.html, reading.relabelled) ? again.html : best.html
       })),
       Effect.orElseSucceed(() => best)
     ))
@@ -371,7 +386,9 @@ const parserOptions = {
   skipTextToHtml: true,
   skipImageLinks: true,
   // Passed on to mailsplit, whose 1 MiB default would refuse a message we accepted.
-  maxHeadSize: MAX_HEAD_BYTES
+  maxHeadSize: MAX_HEAD_BYTES,
+  // Likewise its 1,000 parts: a message of 1,500 small files was kept with its headers alone.
+  maxChildNodes: MAX_PARTS
 } as Parameters<typeof simpleParser>[1]
 
 /**

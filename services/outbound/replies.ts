@@ -18,6 +18,7 @@ import { flatAddresses } from "../mail/address-fields.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
+import { unquotedLocal } from "../mailboxes/rules.ts"
 import type { NamedAddress } from "./compose.ts"
 import { storedContentType } from "./attachment-types.ts"
 import {
@@ -57,7 +58,13 @@ export type Original = typeof OriginalRow.Type
 /** The addresses of an address header (groups flattened), as the composer takes them. */
 const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
   if (value === undefined || value.trim() === "") return []
-  return flatAddresses(value).flatMap((entry) => (entry.address ? [{ name: entry.name || undefined, address: entry.address }] : []))
+  return flatAddresses(value).flatMap((entry) => (entry.address ? [{ name: entry.name || undefined, address: unquoted(entry.address) }] : []))
+}
+
+/** An address whose local part is quoted without need (`"ada"@example.com`) as the same mailbox is written plainly: ada@example.com. */
+const unquoted = (address: string) => {
+  const at = address.lastIndexOf("@")
+  return at < 0 ? address : `${unquotedLocal(address.slice(0, at))}${address.slice(at)}`
 }
 
 /** `prefix` once: "Re: Re: x" stays as the sender wrote it, "x" becomes "Re: x". */

@@ -156,7 +156,9 @@ const Subject = headerText(Schema.String).pipe(Schema.maxLength(998))
 export const BodyFields = {
   text: optional(Schema.String).annotations({ description: "Plain-text body" }),
   html: optional(Schema.String).annotations({ description: "HTML body" }),
-  attachments: optional(Attachments),
+  attachments: optional(Attachments.annotations({
+    description: "Files to attach: {filename, content (base64), content_type, content_id (an inline image's, for cid: in html)}"
+  })),
   headers: optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" }),
   list_unsubscribe: ListUnsubscribe
 }
@@ -167,7 +169,7 @@ export const SendInput = Schema.Struct({
   to: optional(Recipients).annotations({ description: "Recipients: addresses or {name, address}" }),
   cc: optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
   bcc: optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
-  subject: optional(Subject),
+  subject: optional(Subject.annotations({ description: "The subject line" })),
   reply_to: optional(AddressInput).annotations({ description: replyTo }),
   ...BodyFields
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })

@@ -91,6 +91,7 @@ export const localIso = (zone: string, utc: number) => {
   const offset = Math.round((utcTime(w.year, w.month - 1, w.day, w.hour, w.minute, w.second) - utc) / MINUTE)
   const pad = (n: number) => String(n).padStart(2, "0")
   const sign = offset < 0 ? "-" : "+"
-  return `${w.year}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}` +
+  // Four digits, as ISO 8601 writes a year (0999, not 999).
+  return `${String(w.year).padStart(4, "0")}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}` +
     `${sign}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
 }

@@ -132,6 +132,8 @@ export interface Invitation {
   readonly sequence: number
   /** A calendar of this event's parts only (the zones they name included). */
   readonly calendar: string
+  /** The one occurrence it moves or calls off (its RECURRENCE-ID, as the schedule's items name one); null: the whole event. */
+  readonly occurrence: string | null
 }
 
 /**
@@ -152,11 +154,19 @@ export const invitationOf = (calendarText: string): Invitation | undefined => {
   const about = events.filter((e) => uidOf(e) === uid)
   // A REQUEST says when; a CANCEL may name only the UID (and the occurrence).
   if (method === "REQUEST" && about.some((e) => !(e.getFirstPropertyValue("dtstart") instanceof ICAL.Time))) return undefined
+  const overridden = about.every((e) => e.hasProperty("recurrence-id")) ? about[0]!.getFirstProperty("recurrence-id") : null
+  const occurrence = overridden === null || !(overridden.getFirstValue() instanceof ICAL.Time)
+    ? null
+    : (() => {
+      const id = eventTime(overridden.getFirstValue() as ICAL.Time, zoneOf(overridden), calendar)
+      return id.date_time ?? id.date
+    })()
   return {
     uid,
     method,
     sequence: Math.max(...about.map(sequenceOf)),
-    calendar: keep(calendar.getAllSubcomponents("vtimezone"), about)
+    calendar: keep(calendar.getAllSubcomponents("vtimezone"), about),
+    occurrence
   }
 }
 

@@ -247,6 +247,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           email_id: email.emailId,
           uid: invitation.uid,
           change,
+          recurrence_id: invitation.occurrence,
           summary: event?.summary ?? null,
           start: event?.start ?? null,
           end: event?.end ?? null,

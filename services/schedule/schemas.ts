@@ -165,6 +165,9 @@ export const InvitationReceivedData = Schema.Struct({
     description: "new: on the schedule now; updated: a new revision (a new time asks for an answer again) or one occurrence changed; " +
       "cancelled: called off, whole or one occurrence"
   }),
+  recurrence_id: Schema.NullOr(Schema.String).annotations({
+    description: "The one occurrence the change is about (when it was to start, as the schedule's items name it); null: the whole event"
+  }),
   summary: Schema.NullOr(Schema.String),
   start: Schema.NullOr(EventTime).annotations({ description: "When it (first) starts, as the schedule now has it" }),
   end: Schema.NullOr(EventTime),

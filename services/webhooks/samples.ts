@@ -108,6 +108,7 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
       email_id: email.email_id,
       uid: "review-7@partner.example",
       change: "new",
+      recurrence_id: null,
       summary: "Contract review",
       start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
       end: { date_time: "2026-12-03T14:45:00Z", date: null, time_zone: "Europe/Paris" },

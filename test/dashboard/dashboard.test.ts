@@ -481,6 +481,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
     // Every kind the API takes is offered, the meetings' and the schedule's too.
+    await page.getByRole("group", { name: "Events" }).getByRole("checkbox").first().waitFor()
     const kinds = await page.getByRole("group", { name: "Events" }).getByRole("checkbox").evaluateAll((boxes) => boxes.map((box) => box.parentElement!.textContent!.trim()))
     expect(kinds).toEqual([...eventKinds])
     await page.getByLabel("Endpoint URL").fill(`${receiver.url}/hook`)

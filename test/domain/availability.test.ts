@@ -23,6 +23,9 @@ describe("free slots", () => {
       "2026-03-27T08:00:00.000Z", "2026-03-27T09:30:00.000Z", "2026-03-30T07:00:00.000Z", "2026-03-30T08:30:00.000Z"
     ])
     expect(localIso("Europe/Paris", result.slots[2]!.start)).toBe("2026-03-30T09:00:00+02:00")
+    // A year of fewer digits is written with four, as ISO 8601 writes it.
+    expect([localIso("UTC", Date.UTC(999, 0, 4, 9)), localIso("UTC", new Date("0001-01-01T09:00:00Z").getTime())])
+      .toEqual(["0999-01-04T09:00:00+00:00", "0001-01-01T09:00:00+00:00"])
   })
 
   it("leave out every slot a busy interval overlaps (touching is free), joined or not, and what lies outside the range", () => {

@@ -150,6 +150,17 @@ describe("parseMessage", () => {
       expect(parsed.attachments.map((a) => [a.filename, [...a.content]])).toEqual([["a.bin", [0xe9, 0, 0xff]]])
     }))
 
+  it.effect("reads a message of 1,500 parts whole (the parser's own limit is 1,000): its text and every attachment", () =>
+    Effect.gen(function*() {
+      const files = Array.from({ length: 1_500 }, (_, i) =>
+        `--b\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename="f${i}.txt"\r\n\r\nfile ${i}\r\n`)
+      const parsed = yield* parseMessage(Buffer.from(
+        `From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Many\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n` +
+          `--b\r\nContent-Type: text/plain\r\n\r\nThe files.\r\n${files.join("")}--b--\r\n`
+      ))
+      expect([parsed.text.trim(), parsed.attachments.length, parsed.attachments.at(-1)?.filename]).toEqual(["The files.", 1_500, "f1499.txt"])
+    }))
+
   it.effect("of several From or Subject fields, the first is the message's, as mail programs show it", () =>
     Effect.gen(function*() {
       const raw = Buffer.from([

@@ -99,6 +99,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
           email_id: expect.stringMatching(/^eml_/),
           uid: "review@partner.test",
           change: "new",
+          recurrence_id: null,
           summary: "Weekly review",
           start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
           end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },
@@ -164,10 +165,11 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         }
         expect(yield* list()).toHaveLength(2)
         expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", grace, "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000")))
-          .toMatchObject({ change: "cancelled", summary: "Weekly review" })
+          .toMatchObject({ change: "cancelled", recurrence_id: "2026-12-10T14:00:00Z", summary: "Weekly review" })
         // What is left is still read and answered in the invitation, not in the cancellation of one occurrence.
         expect((yield* list()).map((o) => [o.start.date_time, o.email_id])).toEqual([["2026-12-03T14:00:00Z", invited]])
-        yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:2", grace, "STATUS:CANCELLED"))
+        expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:2", grace, "STATUS:CANCELLED")))
+          .toMatchObject({ change: "cancelled", recurrence_id: null })
         expect(yield* list()).toEqual([])
         expect((yield* list({ ...december, include_cancelled: true })).map((o) => [o.start.date_time, o.status, o.busy])).toEqual([
           ["2026-12-03T14:00:00Z", "cancelled", false]

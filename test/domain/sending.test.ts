@@ -244,6 +244,18 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, own.draft_id, { forward_of: carrying.id }))).toMatchObject({ details: past })
       }))
 
+    it.effect("a sender whose local part is quoted without need (\"ada\"@…, the same mailbox) is answered at its plain address", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const replies = yield* Replies
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const quoted = yield* insertEmail(box, { subject: "Quoted", receivedMinutesAgo: 1, headers: { from: 'Quoted <"sub2"@human.example>' } })
+        const sent = yield* replies.reply(owner.userId, quoted.id, { text: "Got it." }, false)
+        const to = yield* sql<{ recipient: string }>`SELECT recipient FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
+        expect(to.map((r) => r.recipient)).toEqual(["sub2@human.example"])
+      }))
+
     it.effect("drafts count as storage until sent or deleted (their mailbox's deletion too); a draft past the plan's storage is 403 STORAGE_QUOTA", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

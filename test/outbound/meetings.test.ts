@@ -137,6 +137,7 @@ describe("meetings", () => {
         email_id: guestCopy.email_id,
         uid: meeting.uid,
         change: "new",
+        recurrence_id: null,
         summary: "Quarterly planning",
         start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
         end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },

@@ -4820,7 +4820,7 @@ export interface components {
             success: false;
         };
         ForwardInput: {
-            /** @description an array of at most 100 item(s) */
+            /** @description Files to attach: {filename, content (base64), content_type, content_id (an inline image's, for cid: in html)} */
             attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][] | null;
@@ -4967,6 +4967,8 @@ export interface components {
             mailbox_id: string;
             organizer: components["schemas"]["CalendarParty"] | null;
             recurrence: string | null;
+            /** @description The one occurrence the change is about (when it was to start, as the schedule's items name it); null: the whole event */
+            recurrence_id: string | null;
             /**
              * @description The mailbox's answer as it stands: needs_action asks for one
              * @enum {string}
@@ -5473,7 +5475,7 @@ export interface components {
             previous_email_address: string;
         };
         ReplyInput: {
-            /** @description an array of at most 100 item(s) */
+            /** @description Files to attach: {filename, content (base64), content_type, content_id (an inline image's, for cid: in html)} */
             attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description More recipients, not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][] | null;
@@ -5714,7 +5716,7 @@ export interface components {
          */
         SenderListName: "allow" | "block";
         SendInput: {
-            /** @description an array of at most 100 item(s) */
+            /** @description Files to attach: {filename, content (base64), content_type, content_id (an inline image's, for cid: in html)} */
             attachments?: components["schemas"]["AttachmentInput"][] | null;
             /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][] | null;
@@ -5730,7 +5732,7 @@ export interface components {
             list_unsubscribe?: boolean | null;
             /** @description Where answers should go instead of the mailbox: an address or {name, address} */
             reply_to?: components["schemas"]["AddressInput"] | null;
-            /** @description a string at most 998 character(s) long */
+            /** @description The subject line */
             subject?: string | null;
             /** @description Plain-text body */
             text?: string | null;

@@ -108,11 +108,15 @@ const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, i
 const Id = (what: string) => Schema.String.annotations({ description: what })
 
 /** The HTTP routes' Idempotency-Key, as an argument of the tools that send or make a draft. */
-const Retried = Schema.optional(IdempotencyKey).annotations({
+const Retried = Schema.optional(IdempotencyKey.annotations({
   description:
     "Makes a retried call safe: the same key with the same arguments within 24 hours answers the first answer and does nothing new; " +
     "with other arguments it is refused (IDEMPOTENCY_KEY_REUSED). Keys are the account's, shared with the API's Idempotency-Key"
-})
+}))
+
+/** Labels to add or take off: one change to every email (or thread) named. */
+const Adding = Schema.optional(LabelList.annotations({ description: "Labels to add, such as \"billing\" or \"unread\"" }))
+const Removing = Schema.optional(LabelList.annotations({ description: "Labels to take off (\"unread\": mark it read)" }))
 
 /** A tool call's idempotency (services/outbound/idempotency.ts): what makes a repeat the same call is the tool, its target and its arguments. */
 const once = (key: string | undefined, tool: string, target: string, args: unknown) =>
@@ -159,7 +163,9 @@ const listed = (email: EmailSummary) => ({
 const MAX_WAIT_SECONDS = 60
 
 /** The account's other mailboxes a schedule tool also answers for (with `mailbox_id`, at most MAX_MAILBOXES in all). */
-const OtherMailboxes = Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1)))
+const OtherMailboxes = Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1)).annotations({
+  description: `The account's other mailboxes to answer for too (at most ${MAX_MAILBOXES - 1})`
+}))
 
 export const tools = [
   tool({
@@ -434,9 +440,9 @@ export const tools = [
       "email's labels.",
     annotations: changing,
     input: Schema.Struct({
-      email_ids: Schema.Array(Schema.String).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH)),
-      add_labels: Schema.optional(LabelList),
-      remove_labels: Schema.optional(LabelList)
+      email_ids: Schema.Array(Schema.String).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH)).annotations({ description: `The emails (1-${MAX_BATCH})` }),
+      add_labels: Adding,
+      remove_labels: Removing
     }),
     run: (principal, input) =>
       Effect.flatMap(Labels, (labels) =>
@@ -455,8 +461,8 @@ export const tools = [
     annotations: changing,
     input: Schema.Struct({
       thread_id: Id("The thread (an email's thread_id)"),
-      add_labels: Schema.optional(LabelList),
-      remove_labels: Schema.optional(LabelList)
+      add_labels: Adding,
+      remove_labels: Removing
     }),
     run: (principal, input) =>
       Effect.flatMap(Labels, (labels) =>
@@ -474,9 +480,10 @@ export const tools = [
       "changed. Answers the threads and each email's labels.",
     annotations: changing,
     input: Schema.Struct({
-      thread_ids: Schema.Array(Id("A thread (an email's thread_id)")).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH)),
-      add_labels: Schema.optional(LabelList),
-      remove_labels: Schema.optional(LabelList)
+      thread_ids: Schema.Array(Id("A thread (an email's thread_id)")).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH))
+        .annotations({ description: `The threads (1-${MAX_BATCH})` }),
+      add_labels: Adding,
+      remove_labels: Removing
     }),
     run: (principal, input) =>
       Effect.flatMap(Labels, (labels) =>
@@ -497,7 +504,9 @@ export const tools = [
       "phishing, mail that must not be kept. It cannot be undone: to put mail aside, label it instead. Refused " +
       "(CONFLICT) for sent mail still being delivered and for mail an unsent draft answers. Answers the emails deleted.",
     annotations: deleting,
-    input: Schema.Struct({ email_ids: Schema.Array(Id("An email")).pipe(Schema.minItems(1), Schema.maxItems(MAX_DELETE_BATCH)) }),
+    input: Schema.Struct({
+      email_ids: Schema.Array(Id("An email")).pipe(Schema.minItems(1), Schema.maxItems(MAX_DELETE_BATCH)).annotations({ description: `The emails (1-${MAX_DELETE_BATCH})` })
+    }),
     run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.emails(principal.userId, input.email_ids))
   }),
   tool({
@@ -519,6 +528,7 @@ export const tools = [
     annotations: deleting,
     input: Schema.Struct({
       thread_ids: Schema.Array(Id("A thread (an email's thread_id)")).pipe(Schema.minItems(1), Schema.maxItems(MAX_DELETE_BATCH))
+        .annotations({ description: `The threads (1-${MAX_DELETE_BATCH})` })
     }),
     run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.threads(principal.userId, input.thread_ids))
   }),
@@ -779,7 +789,9 @@ export const tools = [
     annotations: sending,
     input: Schema.Struct({
       email_id: Id("The email answered"),
-      reply_all: Schema.optional(Schema.Boolean).annotations({ description: "Answer everyone on the email" }),
+      // On the value, not the field: beside the send fields' nullable ones the input is a transformation,
+      // whose JSON Schema (its encoded side) keeps no plain optional field's own annotations.
+      reply_all: Schema.optional(Schema.Boolean.annotations({ description: "Answer everyone on the email" })),
       ...ReplyInput.fields,
       idempotency_key: Retried
     }),
@@ -902,8 +914,8 @@ export const tools = [
       with_mailbox_ids: OtherMailboxes,
       from: AvailabilityParams.fields.from,
       to: AvailabilityParams.fields.to,
-      duration_minutes: Schema.optional(IntBetween(5, 1440)),
-      step_minutes: Schema.optional(IntBetween(5, 1440)),
+      duration_minutes: Schema.optional(IntBetween(5, 1440).annotations({ description: "How long a slot is (5-1440 minutes, default 30)" })),
+      step_minutes: Schema.optional(IntBetween(5, 1440).annotations({ description: "How far apart slots start (5-1440 minutes, default 30)" })),
       time_zone: AvailabilityParams.fields.time_zone,
       hours: AvailabilityParams.fields.hours,
       weekdays: AvailabilityParams.fields.weekdays,
