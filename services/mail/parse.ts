@@ -67,10 +67,10 @@ const MAX_HEAD_BYTES = 64 * 1024 * 1024
 
 /**
  * The most MIME parts a message is read with (its text, html and attachments); one of more is kept
- * with its headers alone. Enough for every message of the largest size a plan takes (25 MB) whose
- * parts are not all but empty.
+ * with its headers alone. A message of the largest size a plan takes (25 MB) has fewer unless its
+ * parts are nearly empty.
  */
-export const MAX_PARTS = 10_000
+const MAX_PARTS = 10_000
 
 const capped = (value: string) => (value.length > MAX_HEADER_VALUE ? value.slice(0, MAX_HEADER_VALUE) : value)
 

@@ -150,7 +150,8 @@ const Attachments = Schema.Array(AttachmentInput).pipe(
     return shared === undefined || `must give each content_id to one attachment: ${JSON.stringify(shared)} is on two`
   })
 )
-const Subject = headerText(Schema.String).pipe(Schema.maxLength(998))
+// Described in JSON Schema alone: a description annotation would take the place of the length's own words in a refusal.
+const Subject = headerText(Schema.String).pipe(Schema.maxLength(998, { jsonSchema: { maxLength: 998, description: "The subject line" } }))
 
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
@@ -169,7 +170,7 @@ export const SendInput = Schema.Struct({
   to: optional(Recipients).annotations({ description: "Recipients: addresses or {name, address}" }),
   cc: optional(Recipients).annotations({ description: "Copied recipients, shown to all" }),
   bcc: optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
-  subject: optional(Subject.annotations({ description: "The subject line" })),
+  subject: optional(Subject),
   reply_to: optional(AddressInput).annotations({ description: replyTo }),
   ...BodyFields
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
