@@ -113,6 +113,8 @@ export const parseCommand = (input: string): Command => {
     return { kind: "atom", text: atom() }
   }
 
+  // No string of a command holds NUL (RFC 3501 §9: CHAR and CHAR8 begin at %x01); an APPEND's literal is a message, kept as sent.
+  if (!isAppend(input) && input.includes("\u0000")) throw new BadCommand("A command holds no NUL character")
   const tag = atom()
   if (/[+*]/.test(tag) || !isSpace(input[at])) throw new BadCommand("Expected a tag and a command")
   at++
@@ -130,7 +132,8 @@ export const parseCommand = (input: string): Command => {
 /** The tag of a line that could not be parsed, when it has one, to answer BAD to. */
 export const tagOf = (input: string): string => {
   // A tag is an astring without "+" (RFC 3501 §9): "+ BAD" would read as a continuation request.
-  const match = /^([^\s(){%*"\\+]+)\s/.exec(input)
+  // Printable ASCII only: bytes that are none are sent back to no one.
+  const match = /^([^\s(){%*"\\+\x00-\x1f\x7f-\uffff]+)\s/.exec(input)
   return match?.[1] ?? "*"
 }
 

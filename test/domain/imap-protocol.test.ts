@@ -14,6 +14,7 @@ import {
   inSequenceSet,
   Literal,
   parseCommand,
+  tagOf,
   parseSearchDate,
   parseSequenceSet,
   Raw,
@@ -41,6 +42,13 @@ describe("IMAP commands", () => {
     expect(() => parseCommand("a4 LOGIN \"open\r\n")).toThrow("Unterminated quoted string")
     expect(() => parseCommand("a5 FETCH (1\r\n")).toThrow("Unterminated list")
     expect(() => parseCommand("* NOOP\r\n")).toThrow("Expected a tag")
+    // NUL is in no command (RFC 3501 §9): BAD, not a store's failure told as "try again later"; an APPEND's message is kept as sent.
+    for (const command of ["n1 SELECT \"IN\u0000BOX\"\r\n", "n2 SEARCH BODY {4}\r\nfo\u0000o\r\n", "n3 LOGIN a\u0000b key\r\n"]) {
+      expect(() => parseCommand(command), command).toThrow("A command holds no NUL character")
+    }
+    expect(parseCommand("n4 APPEND Sent {5}\r\nA\u0000BCD\r\n").args[1]).toEqual({ kind: "string", text: "A\u0000BCD" })
+    // A tag of bytes no tag has is not sent back: the refusal is untagged.
+    expect([tagOf("\ufffd\ufffd\u0000garbage\r\n"), tagOf("a1 NOOP\r\n")]).toEqual(["*", "a1"])
   })
 
   it("frames commands across chunks, invites synchronising literals once, and skips one past the limit", () => {
