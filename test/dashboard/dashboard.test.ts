@@ -557,6 +557,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const renamed = `${localPart}x`
     await page.getByLabel("New address").fill(renamed)
     await page.getByText("is available").waitFor()
+    // Green says what went well; a hint beside a field is grey, not read as "all good".
+    const colour = (text: string | RegExp) => page.getByText(text).first().evaluate((note) => note.ownerDocument.defaultView!.getComputedStyle(note).color)
+    expect([await colour("is available"), await colour(/^Sent mail reads From/)]).toEqual(["rgb(26, 127, 55)", "rgb(89, 99, 110)"])
     await page.getByRole("button", { name: "Save address" }).click()
     const newAddress = address.replace(`${localPart}@`, `${renamed}@`)
     await page.getByRole("link", { name: newAddress }).waitFor()
@@ -629,6 +632,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
     }
+    // A checkbox beside a long label keeps its size (Read only's was squeezed to 6 px).
+    await page.getByRole("link", { name: "API keys", exact: true }).click()
+    expect((await page.getByRole("checkbox", { name: /^Read only/ }).first().boundingBox())!.width).toBeGreaterThanOrEqual(12)
     // A domain's records: the table scrolls in its own box; its copy buttons and record types stay one line.
     await page.getByRole("link", { name: "Domains", exact: true }).click()
     // A long name of wide letters: one word wider than the screen, said in the "Added" note and the list.

@@ -52,7 +52,7 @@ const useAddressCheck = (localPart, domain, excludeMailboxId) => {
 const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict, label, domains }) => html`
   <div class="address">
     <${Field} id=${id + "-local"} label=${label} value=${localPart} onInput=${setLocalPart} required
-      hint=${verdict?.valid ? "✓ " + verdict.message : undefined} error=${verdict && !verdict.valid ? verdict.message : undefined} />
+      ok=${verdict?.valid ? "✓ " + verdict.message : undefined} error=${verdict && !verdict.valid ? verdict.message : undefined} />
     <div class="field">
       <label for=${id + "-domain"}>Domain</label>
       <select id=${id + "-domain"} value=${domain} onChange=${(/** @type {any} */ e) => setDomain(e.currentTarget.value)}>

@@ -113,19 +113,27 @@ export const DaySpan = ({ id, since, until, onChange }) => html`
 `
 
 /**
- * A labelled input; `hint` and `error` are announced with it.
+ * What is said under a field, announced with it: an `error` (red), what was checked and found good
+ * (`ok`, green), else a `hint` (grey): a hint in the success colour read as "all good".
+ * @param {{ id: string, hint?: any, ok?: string, error?: string }} props
+ */
+const FieldNote = ({ id, hint, ok, error }) =>
+  (hint || ok || error) && html`<p id=${id + "-note"} class=${error ? "note error" : ok ? "note" : "note hint"} aria-live="polite">${error ?? ok ?? hint}</p>`
+
+/**
+ * A labelled input; `hint`, `ok` and `error` are announced with it (FieldNote).
  * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, type?: string,
- *   hint?: any, error?: string, autocomplete?: string, required?: boolean, minLength?: number, inputmode?: string,
+ *   hint?: any, ok?: string, error?: string, autocomplete?: string, required?: boolean, minLength?: number, inputmode?: string,
  *   autofocus?: boolean }} props
  */
-export const Field = ({ id, label, value, onInput, type = "text", hint, error, autocomplete, required, minLength, inputmode, autofocus }) => html`
+export const Field = ({ id, label, value, onInput, type = "text", hint, ok, error, autocomplete, required, minLength, inputmode, autofocus }) => html`
   <div class="field">
     <label for=${id}>${label}</label>
     <input id=${id} name=${id} type=${type} value=${value} required=${required} minLength=${minLength}
       autocomplete=${autocomplete} inputmode=${inputmode} autofocus=${autofocus} aria-invalid=${error ? "true" : undefined}
-      aria-describedby=${hint || error ? id + "-note" : undefined}
+      aria-describedby=${hint || ok || error ? id + "-note" : undefined}
       onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)} />
-    ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
+    <${FieldNote} id=${id} hint=${hint} ok=${ok} error=${error} />
   </div>
 `
 
@@ -143,7 +151,7 @@ export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8, aut
       <textarea ref=${ref} id=${id} name=${id} rows=${rows} value=${value} aria-invalid=${error ? "true" : undefined}
         aria-describedby=${hint || error ? id + "-note" : undefined}
         onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)}></textarea>
-      ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
+      <${FieldNote} id=${id} hint=${hint} error=${error} />
     </div>
   `
 }
