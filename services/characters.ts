@@ -28,3 +28,19 @@ export const oneLine = <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
   self.pipe(rule((text) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text), {
     message: () => "must be one line, without control characters"
   }))
+
+/**
+ * Text with the white space around it trimmed, whose JSON Schema says what may be sent (`sent`: at most
+ * so many characters, at least one that is no space, …). `Schema.Trim`'s own said "a string that will be
+ * trimmed" and nothing of the rules piped after it, since the generator reads a transformation's input
+ * side alone: the OpenAPI document let a client send a key name of "" or 500 characters. A description is
+ * given here too: one annotated on the rules after it does not reach JSON Schema either.
+ */
+export const trimmed = (sent: { readonly minLength?: number; readonly maxLength?: number; readonly description?: string }) =>
+  Schema.String.annotations({
+    jsonSchema: {
+      ...(sent.minLength !== undefined ? { minLength: sent.minLength, pattern: "\\S" } : {}),
+      ...(sent.maxLength !== undefined ? { maxLength: sent.maxLength } : {}),
+      ...(sent.description !== undefined ? { description: sent.description } : {})
+    }
+  }).pipe(Schema.compose(Schema.Trim))

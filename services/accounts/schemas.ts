@@ -3,12 +3,12 @@
  * (they become `details.<field>` of a 400 VALIDATION_ERROR).
  */
 import { Schema } from "effect"
-import { maxCharacters, minCharacters, oneLine } from "../characters.ts"
+import { maxCharacters, minCharacters, oneLine, trimmed } from "../characters.ts"
 import { rule } from "../schema-rules.ts"
 
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
 
-export const Email = Schema.Trim.pipe(
+export const Email = trimmed({ minLength: 1, maxLength: 254 }).pipe(
   Schema.maxLength(254, { message: () => "must be at most 254 characters" }),
   Schema.pattern(EMAIL, { message: () => "must be a valid email address" })
 )
@@ -21,7 +21,7 @@ export const Password = Schema.String.pipe(
 )
 
 /** A person's name: one line of text (no line breaks or other control characters). */
-export const PersonName = Schema.Trim.pipe(
+export const PersonName = trimmed({ minLength: 1, maxLength: 200 }).pipe(
   minCharacters(1, "must not be empty"),
   maxCharacters(200, "must be at most 200 characters"),
   oneLine
@@ -37,7 +37,7 @@ export const RegisterInput = Schema.Struct({
 export type RegisterInput = typeof RegisterInput.Type
 
 export const LoginInput = Schema.Struct({
-  email: Schema.Trim.pipe(Schema.minLength(1, { message: () => "is required" })),
+  email: trimmed({ minLength: 1 }).pipe(Schema.minLength(1, { message: () => "is required" })),
   password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })),
   code: Schema.optional(Schema.String.pipe(Schema.maxLength(64)).annotations({
     description: "With two-factor sign-in on: the authenticator app's current 6-digit code, or one of the account's unused recovery codes"
@@ -119,9 +119,10 @@ export const RefreshedCredentials = Schema.Struct({
 }).annotations({ identifier: "RefreshedCredentials" })
 
 export const PasswordResetInput = Schema.Struct({
-  email: Schema.Trim.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+  email: trimmed({
+    minLength: 1,
     description: "The account's email: a link to choose a new password is mailed there, if an account uses it"
-  })
+  }).pipe(Schema.minLength(1, { message: () => "is required" }))
 }).annotations({ identifier: "PasswordResetInput", ...allErrors })
 
 export const PasswordResetRequested = Schema.Struct({

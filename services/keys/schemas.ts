@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { maxCharacters, minCharacters, oneLine } from "../characters.ts"
+import { maxCharacters, minCharacters, oneLine, trimmed } from "../characters.ts"
 import { Plan } from "../plans/plans.ts"
 
 /** The most mailboxes one key is limited to. */
@@ -19,7 +19,7 @@ export const KeyPermission = Schema.Literal("full_access", "read_only").annotati
 export type KeyPermission = typeof KeyPermission.Type
 
 export const CreateKeyInput = Schema.Struct({
-  name: Schema.Trim.pipe(minCharacters(1, "must be 1-100 characters"), maxCharacters(100, "must be 1-100 characters"), oneLine),
+  name: trimmed({ minLength: 1, maxLength: 100 }).pipe(minCharacters(1, "must be 1-100 characters"), maxCharacters(100, "must be 1-100 characters"), oneLine),
   expirationDays: Schema.optional(
     Schema.Number.pipe(
       Schema.int({ message: () => "must be a whole number of days from 1 to 365" }),

@@ -10,6 +10,7 @@
  */
 import { JSONSchema, Schema } from "effect"
 import { ListParams } from "../listing.ts"
+import { MAX_DISPLAY_NAME_LENGTH } from "./rules.ts"
 
 /** A JSON `null` counts as absent, as a form would send it. */
 const OptionalString = Schema.optionalWith(Schema.String, { nullable: true })
@@ -20,9 +21,9 @@ export const AddressInput = Schema.Struct({
   email_address: OptionalString.annotations({
     description: "A bare local part (combined with domain) or a full local@host whose host equals domain"
   }),
-  display_name: Schema.optional(Schema.NullOr(Schema.String)).annotations({
+  display_name: Schema.optional(Schema.NullOr(Schema.String.annotations({ jsonSchema: { maxLength: MAX_DISPLAY_NAME_LENGTH } }))).annotations({
     description: "The name the mailbox's sent mail shows in its From (\"Support Agent <agent@example.com>\"), " +
-      "at most 100 characters, no line breaks; null or \"\" for none. A change that sends only display_name keeps the address"
+      `at most ${MAX_DISPLAY_NAME_LENGTH} characters, no line breaks; null or "" for none. A change that sends only display_name keeps the address`
   })
 }).annotations({ parseOptions: { errors: "all" } })
 export type AddressInput = typeof AddressInput.Type

@@ -36,12 +36,13 @@ const Events = Schema.Array(Schema.String).pipe(
     if (events.length === 0) return `must list at least one of ${eventKinds.join(", ")}`
     const unknown = events.find((event) => !isEventKind(event))
     return unknown === undefined ? undefined : `"${unknown}" is not an event kind; supported: ${eventKinds.join(", ")}`
-  })
+  }, { jsonSchema: { minItems: 1, items: { type: "string", enum: eventKinds } } })
 ).annotations({ description: `Event kinds: ${eventKinds.join(", ")}` })
 
 const Secret = Schema.String.pipe(
   rule((secret) =>
-    /^[\x21-\x7e]{8,256}$/.test(secret) ? weakStandardSecret(secret) : "must be 8-256 printable ASCII characters without spaces"
+    /^[\x21-\x7e]{8,256}$/.test(secret) ? weakStandardSecret(secret) : "must be 8-256 printable ASCII characters without spaces",
+    { jsonSchema: { minLength: 8, maxLength: 256, pattern: "^[\\x21-\\x7e]+$" } }
   )
 ).annotations({ description: "Signing secret; generated (whsec_…) when omitted" })
 

@@ -7,6 +7,7 @@
  * code SPEC adds fails here until a route declares it; otherwise from the copy below.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { Option, SchemaAST } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -308,6 +309,43 @@ describe("OpenAPI: a reference people can use", () => {
       }
     })
     expect(loose).toEqual([])
+  })
+
+  it("a request body's schema refuses what the server refuses by its rules, so a generated client or validator can too", () => {
+    const ajv = new Ajv2020({ strict: false, allErrors: true })
+    const accepts = (route: string, body: Json): boolean => {
+      const [method = "", path = ""] = route.split(" ")
+      const schema = document.paths[path][method.toLowerCase()].requestBody.content["application/json"].schema
+      return ajv.validate({ ...schema, components: document.components }, body)
+    }
+    const key = { name: "ci" }
+    const webhook = { url: "https://example.com/hook", events: ["email.received"] }
+    const checkout = { plan: "pro", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }
+    const account = { email: "ada@example.com", password: "correct horse", name: "Ada" }
+    // What is sent as it should be passes, each refusal of the server's rules (SPEC "Limits" among them) fails.
+    expect([accepts("POST /v1/api-keys", key), accepts("POST /v1/api/webhooks", webhook), accepts("POST /v1/billing/checkout", checkout), accepts("POST /api/auth/register", account)])
+      .toEqual([true, true, true, true])
+    expect({
+      emptyKeyName: accepts("POST /v1/api-keys", { name: "  " }),
+      longKeyName: accepts("POST /v1/api-keys", { name: "k".repeat(101) }),
+      noEvents: accepts("POST /v1/api/webhooks", { ...webhook, events: [] }),
+      unknownEvent: accepts("POST /v1/api/webhooks", { ...webhook, events: ["nope"] }),
+      shortSecret: accepts("POST /v1/api/webhooks", { ...webhook, secret: "x" }),
+      spacedSecret: accepts("POST /v1/api/webhooks", { ...webhook, secret: "has spaces in it" }),
+      longDisplayName: accepts("POST /v1/api/mailboxes", { local_part: "ada", display_name: "n".repeat(101) }),
+      emptyName: accepts("POST /api/auth/register", { ...account, name: "" }),
+      freeCheckout: accepts("POST /v1/billing/checkout", { ...checkout, plan: "free" })
+    }).toEqual({
+      emptyKeyName: false,
+      longKeyName: false,
+      noEvents: false,
+      unknownEvent: false,
+      shortSecret: false,
+      spacedSecret: false,
+      longDisplayName: false,
+      emptyName: false,
+      freeCheckout: false
+    })
   })
 
   it("describes the event payloads under webhooks, as receivers get them", () => {

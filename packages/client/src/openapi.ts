@@ -3932,7 +3932,6 @@ export interface components {
             name: string | null;
         };
         ChangeEmailInput: {
-            /** @description a string that will be trimmed */
             newEmail: string;
             /** @description The account's password, asked again */
             password: string;
@@ -3944,8 +3943,11 @@ export interface components {
         };
         CheckoutInput: {
             cancelUrl: string;
-            /** @enum {string} */
-            plan: "free" | "pro" | "enterprise";
+            /**
+             * @description The paid plan to subscribe to: free needs no checkout (a paid plan is cancelled from the billing portal)
+             * @enum {string}
+             */
+            plan: "pro" | "enterprise";
             successUrl: string;
         };
         ComplaintEventData: {
@@ -3982,7 +3984,6 @@ export interface components {
             expirationDays?: number;
             /** @description Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). Left out or null (as a key answers it): the whole account */
             mailboxIds?: string[] | null;
-            /** @description a string that will be trimmed */
             name: string;
             /**
              * @description full_access (the default): everything the account may do, within the key's mailboxes. read_only: reading mail, conversations, drafts, lists, webhooks, stats and events, and searching; every change (sending, labels, deletions, keys, webhooks, mailboxes, domains, billing) is 403 FORBIDDEN, and its MCP tools are the reading ones
@@ -4030,7 +4031,7 @@ export interface components {
         };
         CreateWebhookInput: {
             /** @description Event kinds: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created */
-            events: string[];
+            events: ("email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "schedule.reminder" | "api_key.created")[];
             /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent (only such events is refused). null or left out: every event */
             labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent; only such events is refused); null or left out: every event */
@@ -5046,7 +5047,6 @@ export interface components {
         LoginInput: {
             /** @description With two-factor sign-in on: the authenticator app's current 6-digit code, or one of the account's unused recovery codes */
             code?: string;
-            /** @description a string that will be trimmed */
             email: string;
             /** @description a string at least 1 character(s) long */
             password: string;
@@ -5355,7 +5355,7 @@ export interface components {
             sessionsEnded: number;
         };
         PasswordResetInput: {
-            /** @description a string that will be trimmed */
+            /** @description The account's email: a link to choose a new password is mailed there, if an account uses it */
             email: string;
         };
         PasswordResetRequested: {
@@ -5428,9 +5428,7 @@ export interface components {
             userId: string;
         };
         RegisterInput: {
-            /** @description a string that will be trimmed */
             email: string;
-            /** @description a string that will be trimmed */
             name: string;
             password: string;
         };
@@ -6037,7 +6035,6 @@ export interface components {
         UpdateApiKeyInput: {
             /** @description Limit the key to these mailboxes instead (it applies at once, on every node); null: the whole account */
             mailboxIds?: string[] | null;
-            /** @description a string that will be trimmed */
             name?: string;
             /**
              * @description What the key may do from now on (at once, on every node)
@@ -6078,7 +6075,7 @@ export interface components {
         UpdateWebhookInput: {
             active?: boolean;
             /** @description Event kinds: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created */
-            events?: string[];
+            events?: ("email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "schedule.reminder" | "api_key.created")[];
             /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent (only such events is refused). null or left out: every event */
             labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent; only such events is refused); null or left out: every event */

@@ -21,7 +21,11 @@ const HttpUrl = Schema.String.pipe(
 )
 
 export const CheckoutInput = Schema.Struct({
-  plan: Plan,
+  // Decoded as any plan, so that free is answered by name (400 "free needs no checkout"); offered as the paid ones.
+  plan: Plan.annotations({
+    jsonSchema: { enum: ["pro", "enterprise"] },
+    description: "The paid plan to subscribe to: free needs no checkout (a paid plan is cancelled from the billing portal)"
+  }),
   successUrl: HttpUrl,
   cancelUrl: HttpUrl
 }).annotations({ identifier: "CheckoutInput", parseOptions: { errors: "all" } })
