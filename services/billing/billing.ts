@@ -149,6 +149,10 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         // left (a second checkout's predecessor) neither change its plan nor end it.
         const current = (subscriptionId: string | undefined) =>
           sql`(stripe_subscription_id IS NULL OR ${subscriptionId ?? null}::text IS NULL OR stripe_subscription_id = ${subscriptionId ?? null})`
+        // An ended subscription is final (ended_stripe_subscriptions): an event about it that comes after
+        // its deletion, in the same second (no older by its time) or late, brings nothing back.
+        const live = (subscriptionId: string | undefined) =>
+          sql`NOT EXISTS (SELECT 1 FROM ended_stripe_subscriptions WHERE subscription_id = ${subscriptionId ?? null})`
         const link = sql`stripe_customer_id = coalesce(stripe_customer_id, ${event.customerId ?? null}),
                          provider_state_at = ${event.at}, updated_at = now()`
         let applied: ReadonlyArray<unknown>
@@ -158,7 +162,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
               UPDATE subscriptions SET plan = ${event.plan}, status = 'active', current_period_start = ${now},
                 current_period_end = ${addMonth(now)}, cancel_at_period_end = false,
                 stripe_subscription_id = coalesce(${event.subscriptionId ?? null}, stripe_subscription_id), ${link}
-              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+              WHERE user_id = ${userId} AND ${newer} AND ${live(event.subscriptionId)} RETURNING user_id`
             break
           }
           case "subscription-changed": {
@@ -166,11 +170,15 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
               UPDATE subscriptions SET plan = ${event.plan}, status = ${event.status},
                 current_period_start = ${event.periodStart}, current_period_end = ${event.periodEnd},
                 cancel_at_period_end = ${event.cancelAtPeriodEnd}, stripe_subscription_id = ${event.subscriptionId}, ${link}
-              WHERE user_id = ${userId} AND ${newer} AND ${current(event.subscriptionId)} RETURNING user_id`
+              WHERE user_id = ${userId} AND ${newer} AND ${current(event.subscriptionId)} AND ${live(event.subscriptionId)}
+              RETURNING user_id`
             break
           }
           case "subscription-ended": {
             const period = calendarMonth(now)
+            // Ended for good, whatever this event finds: the subscription's own later-arriving events change nothing.
+            yield* sql`INSERT INTO ended_stripe_subscriptions (subscription_id, user_id) VALUES (${event.subscriptionId}, ${userId})
+                       ON CONFLICT (subscription_id) DO NOTHING`
             applied = yield* sql`
               UPDATE subscriptions SET plan = 'free', status = 'canceled', current_period_start = ${period.start},
                 current_period_end = ${period.end}, cancel_at_period_end = false, stripe_subscription_id = NULL, ${link}
@@ -180,7 +188,8 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
           case "payment-failed": {
             applied = yield* sql`
               UPDATE subscriptions SET status = 'past_due', ${link}
-              WHERE user_id = ${userId} AND plan <> 'free' AND ${newer} AND ${current(event.subscriptionId)} RETURNING user_id`
+              WHERE user_id = ${userId} AND plan <> 'free' AND ${newer} AND ${current(event.subscriptionId)}
+                AND ${live(event.subscriptionId)} RETURNING user_id`
             break
           }
         }
