@@ -7,9 +7,29 @@
 // (DNS_SERVERS, time-outs, the answers kept a minute) with { type: "answer", id, answer } or
 // { type: "answer", id, error: { message, code } }; an answer the server keeps carries `until` (ms since
 // the epoch), and this thread keeps it as long, so the same sender's next message asks nothing.
+//
+// One message's questions share one deadline (QUESTIONS_DEADLINE after its check started), and they are
+// asked together, not one after another as mailauth would: SPF beside DKIM, the From domain's DMARC record
+// and the signatures' keys at once. A question not answered by then is that check's temperror alone, so
+// a sender cannot spend the time the other checks need on keys nobody answers for (a forged message with
+// a dozen such signatures kept its DMARC fail from being made at all). At most MAX_SIGNATURES DKIM
+// signatures are checked, the From domain's first; the keys of the rest are not asked for (temperror).
 // Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
-import { authenticate } from "mailauth"
+import { arc, dkimVerify, dmarc, spf } from "mailauth"
+import tools from "mailauth/lib/tools.js"
+import { createRequire } from "node:module"
+import { isIP } from "node:net"
 import { parentPort } from "node:worker_threads"
+
+/** The address parser mailauth reads the From with (its own nodemailer's), so both read the same authors. */
+const addressparser = createRequire(createRequire(import.meta.url).resolve("mailauth"))("nodemailer/lib/addressparser")
+
+/** How long after a check starts its DNS questions may be answered: inside the server thread's 10 s (layers/mailauth.ts). */
+const QUESTIONS_DEADLINE = 6_000
+/** The DKIM signatures whose keys are asked for; real mail carries one to three. */
+const MAX_SIGNATURES = 5
+/** The keys of an ARC chain's seals and message signatures asked for. */
+const MAX_ARC_KEYS = 10
 
 const questions = new Map()
 let nextQuestion = 0
@@ -36,12 +56,102 @@ const resolver = (name, questionType) =>
 /** A question that failed for another reason than the name having no such records: its answer is unknown, not "none". */
 const unanswered = (error) => error?.code !== "ENOTFOUND" && error?.code !== "ENODATA"
 
-/** The resolver for one message's checks: `asked.unanswered` tells whether some question of theirs went unanswered. */
-const resolverFor = (asked) => (name, questionType) =>
-  resolver(name, questionType).catch((error) => {
-    if (unanswered(error)) asked.unanswered = true
-    throw error
+const timedOut = (name) => Object.assign(new Error(`${name} was not answered in time`), { code: "ETIMEOUT" })
+
+/**
+ * The resolver for one message's checks: each question asked once (the checks share its answer), given
+ * up on at the check's deadline, and a DKIM key question only for the keys `keys` allows (others fail as
+ * unanswered). `asked.unanswered` tells whether some question went unanswered.
+ */
+const resolverFor = (asked, expired, keys) => {
+  const memo = new Map()
+  return (name, questionType) => {
+    const key = `${questionType} ${name.toLowerCase()}`
+    let answer = memo.get(key)
+    if (answer === undefined) {
+      const allowed = !/\._domainkey\./i.test(name) || questionType !== "TXT" || keys.has(name.toLowerCase())
+      answer = (allowed ? Promise.race([resolver(name, questionType), expired(name)]) : Promise.reject(timedOut(name))).catch((error) => {
+        if (unanswered(error)) asked.unanswered = true
+        throw error
+      })
+      // Asked ahead of its reader: its failure is read later, by whoever asks.
+      answer.catch(() => {})
+      memo.set(key, answer)
+    }
+    return answer
+  }
+}
+
+const domainOfAddress = (address) => address.slice(address.lastIndexOf("@") + 1).trim().toLowerCase().replace(/\.$/, "")
+
+/**
+ * What the message's header says before it is checked: the From addresses, and the keys worth asking
+ * for: those of at most MAX_SIGNATURES DKIM signatures (the From domain's, or its relatives', first) and
+ * of its ARC headers.
+ */
+const preview = (message) => {
+  const crlf = message.indexOf("\r\n\r\n")
+  const lf = message.indexOf("\n\n")
+  const end = crlf !== -1 && (lf === -1 || crlf < lf) ? crlf : lf !== -1 ? lf : message.length
+  const rows = tools.parseHeaders(message.subarray(0, end)).parsed
+  const value = (row) => {
+    const line = row.line.toString("binary")
+    return line.slice(line.indexOf(":") + 1)
+  }
+  const from = rows.filter((row) => row.key === "from").flatMap((row) => addressparser(value(row).trim()).flatMap((a) => (a?.address ? [a.address] : [])))
+  const fromDomain = from.length === 1 ? domainOfAddress(from[0]) : undefined
+  const keyOf = (row) => {
+    const parsed = tools.parseDkimHeaders(row.line.toString("binary")).parsed
+    const d = parsed?.d?.value
+    const s = parsed?.s?.value
+    return typeof d === "string" && typeof s === "string" && d && s ? { domain: d.toLowerCase(), name: `${s}._domainkey.${d}`.toLowerCase() } : undefined
+  }
+  const related = (domain) => fromDomain !== undefined && (domain === fromDomain || domain.endsWith(`.${fromDomain}`) || fromDomain.endsWith(`.${domain}`))
+  const signatures = rows.filter((row) => row.key === "dkim-signature").map(keyOf).filter((key) => key !== undefined)
+  const chosen = [...signatures.filter((key) => related(key.domain)), ...signatures.filter((key) => !related(key.domain))].slice(0, MAX_SIGNATURES)
+  const sealed = rows.filter((row) => row.key === "arc-seal" || row.key === "arc-message-signature").map(keyOf).filter((key) => key !== undefined).slice(0, MAX_ARC_KEYS)
+  return { fromDomain, keys: new Set([...chosen, ...sealed].map((key) => key.name)) }
+}
+
+/**
+ * mailauth's `authenticate` (SPF, DKIM, ARC, DMARC; no BIMI, no sealing), with its questions asked
+ * together under one deadline (the module's comment).
+ */
+const authenticate = async (message, options, asked) => {
+  const { fromDomain, keys } = preview(message)
+  let timer
+  const expiry = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error("the deadline passed")), QUESTIONS_DEADLINE)
   })
+  expiry.catch(() => {})
+  const expired = (name) => expiry.catch(() => Promise.reject(timedOut(name)))
+  try {
+    const resolver = resolverFor(asked, expired, keys)
+    // Asked now, read when their checks get to them.
+    for (const name of keys) resolver(name, "TXT")
+    if (fromDomain !== undefined) resolver(`_dmarc.${fromDomain}`, "TXT")
+    const helo = options.helo || options.ip
+    const [dkimResult, spfResult] = await Promise.all([
+      dkimVerify(message, { resolver, sender: options.sender }),
+      spf({ ip: options.ip, helo: helo && isIP(helo) ? `[${helo}]` : helo, sender: options.sender, mta: options.mta, resolver })
+    ])
+    const arcResult = await arc(dkimResult.arc, { resolver })
+    const dmarcResult = dkimResult?.headerFrom
+      ? await dmarc({
+        headerFrom: dkimResult.headerFrom,
+        spfDomains: [].concat((spfResult && spfResult.status.result === "pass" && spfResult.domain) || []),
+        dkimDomains: (dkimResult.results || [])
+          .filter((r) => r.status.result === "pass")
+          .map((r) => ({ id: r.id, domain: r.signingDomain, aligned: r.status.aligned, underSized: r.status.underSized })),
+        arcResult,
+        resolver
+      })
+      : false
+    return { dkim: dkimResult, spf: spfResult, arc: arcResult, dmarc: dmarcResult || false }
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /**
  * mailauth reports every ARC problem as `fail`, a key it could not fetch too (its ARC-Message-Signature
@@ -89,10 +199,8 @@ parentPort.on("message", async (message) => {
   if (message.type !== "check") return
   try {
     const asked = { unanswered: false }
-    const result = await authenticate(Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength), {
-      ...message.options,
-      resolver: resolverFor(asked)
-    })
+    const raw = Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength)
+    const result = await authenticate(raw, message.options, asked)
     parentPort.postMessage({ type: "checked", id: message.id, result: essentials(result, asked) })
   } catch (error) {
     parentPort.postMessage({ type: "checked", id: message.id, error: error instanceof Error ? error.message : String(error) })

@@ -4,9 +4,11 @@
  * mailauth asks its questions through a resolver function shaped like node's `dns.promises.resolve`;
  * ours answers them through the Dns port, so DNS_SERVERS is honoured and every question has the
  * port's time-out, and keeps its answers for a minute (services/dns/answers.ts): the same sender's
- * next message asks nothing again. The whole check has a deadline too (VERIFY_TIMEOUT), well inside
- * the SMTP node's DATA time-out: a message whose checks cannot finish is accepted with `temperror`
- * verdicts. (The SMTP node checks only with DMARC_ENFORCE=true; otherwise ingest does, after the 250.)
+ * next message asks nothing again. The thread asks one message's questions together and gives up on
+ * those unanswered 6 s after its check started, each a temperror of its own check (mailauth-worker.mjs),
+ * so the answers a sender withholds do not cost the checks that could be made. The whole check has a
+ * deadline too (VERIFY_TIMEOUT), well inside the SMTP node's DATA time-out: a message whose checks
+ * cannot finish is accepted with `temperror` verdicts. (The SMTP node checks only with DMARC_ENFORCE=true; otherwise ingest does, after the 250.)
  *
  * The checks run in a thread of their own (mailauth-worker.mjs): they cost ~1.5 ms of CPU a message,
  * which on the event loop would be time the node (and, in one process, every other role) could not

@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Mailauth from "../../layers/mailauth.ts"
 import { Dns, DnsError, type DnsShape } from "../../services/dns/dns.ts"
-import { Authentication, AuthenticationOnTheBus, Authenticator } from "../../services/mail/authentication.ts"
+import { Authentication, AuthenticationOnTheBus, Authenticator, dmarcRejects } from "../../services/mail/authentication.ts"
 
 const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
 const DOMAIN = "signed.test"
@@ -211,6 +211,91 @@ describe("the inbound checks' thread", () => {
       expect(used.utilization).toBeLessThan(0.9)
       yield* Scope.close(scope, Exit.void)
     }))
+})
+
+/**
+ * A Dns answering TXT questions from `records` (a name without records: NotFound); a name matching
+ * `silent` is never answered, as a DNS server that drops the question. `questions` counts the asking.
+ */
+const answering = (records: Record<string, ReadonlyArray<string>>, silent: RegExp = /^$/) => {
+  const questions: Array<string> = []
+  const notFound = (name: string) => new DnsError({ reason: "NotFound", message: `${name} does not resolve` })
+  const shape: DnsShape = {
+    txt: (name) =>
+      Effect.suspend(() => {
+        questions.push(`TXT ${name}`)
+        if (silent.test(name)) return Effect.never
+        const found = records[name.toLowerCase()]
+        return found ? Effect.succeed(found) : Effect.fail(notFound(name))
+      }),
+    addresses: (name) => Effect.fail(notFound(name)),
+    mx: (name) => Effect.fail(notFound(name)),
+    ptr: (name) => Effect.fail(notFound(name))
+  }
+  return { questions, layer: Layer.succeed(Dns, shape) }
+}
+
+const verifiedWith = (names: { readonly layer: Layer.Layer<Dns> }, envelope: Parameters<Authenticator["Type"]["verify"]>[0]) =>
+  Effect.flatMap(Authenticator, (checks) => checks.verify(envelope)).pipe(
+    Effect.provide(Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer)))
+  )
+
+/** A throwaway key for signing as `domainName`: its key is never published. */
+const unpublished = (domainName: string) => ({
+  domainName,
+  keySelector: "k",
+  privateKey: generateKeyPairSync("rsa", { modulusLength: 1024 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+})
+
+const publishedKey = { domainName: DOMAIN, keySelector: SELECTOR, privateKey: KEY.privateKey.export({ type: "pkcs8", format: "pem" }).toString() }
+
+describe("a sender's unanswered questions", () => {
+  const SILENT = Array.from({ length: 12 }, (_, i) => `silent${i}.test`)
+  const records = {
+    "spffail.test": ["v=spf1 -all"],
+    "_dmarc.spffail.test": ["v=DMARC1; p=reject"],
+    [`${SELECTOR}._domainkey.${DOMAIN}`]: [`v=DKIM1; k=rsa; p=${KEY.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`],
+    [DOMAIN]: ["v=spf1 ip4:127.0.0.1 -all"],
+    [`_dmarc.${DOMAIN}`]: ["v=DMARC1; p=reject"]
+  }
+  const signedBy = (keys: ReadonlyArray<ReturnType<typeof unpublished>>, from: string) =>
+    Effect.promise(async () =>
+      (await nodemailer.createTransport({ streamTransport: true, buffer: true, dkim: { keys: [...keys] } }).sendMail({
+        from,
+        to: "agent@agents.localhost",
+        subject: "Wire the money",
+        text: "Today, please.\n"
+      })).message as Buffer
+    )
+
+  it.live("a dozen signatures whose keys nobody answers for are temperror each; SPF and DMARC still decide", () =>
+    Effect.gen(function*() {
+      const names = answering(records, /\.silent\d+\.test$/)
+      const raw = yield* signedBy(SILENT.map(unpublished), "ceo@spffail.test")
+      const started = Date.now()
+      const verdict = yield* verifiedWith(names, { clientIp: "127.0.0.1", helo: "mx.spffail.test", mailFrom: "ceo@spffail.test", raw })
+      expect(verdict!.authentication).toEqual({
+        spf: { result: "fail", domain: "spffail.test", aligned: true },
+        dkim: SILENT.map((domain) => ({ result: "temperror", domain, selector: "k", aligned: false })),
+        dmarc: { result: "fail", domain: "spffail.test", policy: "reject" },
+        arc: { result: "none", domain: null }
+      })
+      expect(dmarcRejects(verdict!.authentication)).toBe(true)
+      expect(Date.now() - started).toBeLessThan(9_000)
+      // At most five signatures' keys are asked for.
+      expect(names.questions.filter((q) => q.includes("silent")).length).toBe(5)
+    }), 20_000)
+
+  it.live("good mail among such signatures keeps its pass: the From domain's signature is checked first", () =>
+    Effect.gen(function*() {
+      const names = answering(records, /\.silent\d+\.test$/)
+      const raw = yield* signedBy([...SILENT.map(unpublished), publishedKey], `ada@${DOMAIN}`)
+      const verdict = yield* verifiedWith(names, { clientIp: "127.0.0.2", helo: "mx.other.test", mailFrom: `ada@${DOMAIN}`, raw })
+      expect(verdict!.authentication.spf).toEqual({ result: "fail", domain: DOMAIN, aligned: true })
+      expect(verdict!.authentication.dkim.filter((d) => d.result === "pass")).toEqual([{ result: "pass", domain: DOMAIN, selector: SELECTOR, aligned: true }])
+      expect(verdict!.authentication.dkim.filter((d) => d.result === "temperror").length).toBe(12)
+      expect(verdict!.authentication.dmarc).toEqual({ result: "pass", domain: DOMAIN, policy: "reject" })
+    }), 20_000)
 })
 
 describe("verdicts on the bus", () => {
