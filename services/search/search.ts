@@ -10,7 +10,7 @@
  * ranking, so pages never overlap or skip while the mail stays the same.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, Exit, Option } from "effect"
 import type { Principal } from "../accounts/principal.ts"
 import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
@@ -231,9 +231,12 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           VectorIndexError: (error) =>
             Effect.zipRight(Effect.logWarning(`Vector index unavailable: ${error.message}`), Effect.fail(ServiceUnavailable.of()))
         }),
-        // A search that could not run is not charged. Should the refund fail too, one search stays
-        // over-counted: the search's own error is what the caller needs to hear.
-        Effect.tapError(() => periodStart === "counted-after" ? Effect.void : refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
+        // A search that did not run to its answer is not charged: failed, died, or given up by its
+        // caller (interrupted). Should the refund fail too, one search stays over-counted: the search's
+        // own error is what the caller needs to hear.
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit) || periodStart === "counted-after" ? Effect.void : refundSearch(principal.userId, periodStart).pipe(Effect.ignore)
+        )
       )
       if (periodStart === "counted-after") searchCounts.count(principal.userId)
       // Behind the answer: the suggestions' record of past queries is written in batches. A read-only
