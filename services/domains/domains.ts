@@ -41,6 +41,7 @@ import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rul
 import { customDomainLimit, type Plan, receivesOnCustomDomains, reportLimit } from "../plans/plans.ts"
 import { CUSTOM_DOMAIN_SELECTOR, DkimKeys } from "../outbound/dkim.ts"
 import { parseDomainName } from "./names.ts"
+import { spfConfigured } from "./spf.ts"
 import type { DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
 
 /** What the domains feature needs from the operator's configuration. */
@@ -91,26 +92,37 @@ const toDomain = (row: DomainRow, receives: boolean, dnsRecords: ReadonlyArray<D
 /** What a custom domain's DKIM key's name adds to the domain's. */
 const DKIM_NAME_PREFIX = `${CUSTOM_DOMAIN_SELECTOR}._domainkey.`
 
+/** A DKIM key record's tags (RFC 6376 §3.2), whitespace dropped (a key may be folded); none when a tag repeats or is malformed. */
+const dkimTags = (record: string) => {
+  const tags = new Map<string, string>()
+  for (const part of record.split(";")) {
+    const tag = part.replace(/\s+/g, "")
+    if (tag === "") continue
+    const equals = tag.indexOf("=")
+    if (equals <= 0 || tags.has(tag.slice(0, equals))) return Option.none()
+    tags.set(tag.slice(0, equals), tag.slice(equals + 1))
+  }
+  return Option.some(tags)
+}
+
+/**
+ * Whether a TXT record at the DKIM key's name publishes the key of `expected` (the record the domain
+ * was asked for): the same `p=`, as an RSA key. RFC 6376 §3.6.1 makes `v=` recommended (when present,
+ * DKIM1) and `k=` default to rsa, so a record of `p=` alone is one verifiers accept.
+ */
+export const dkimKeyPublished = (published: string, expected: string) =>
+  Option.match(Option.all([dkimTags(published), dkimTags(expected)]), {
+    onNone: () => false,
+    onSome: ([tags, asked]) =>
+      (tags.get("v") ?? "DKIM1") === "DKIM1" && (tags.get("k") ?? "rsa") === "rsa" && asked.get("p") !== undefined &&
+      tags.get("p") === asked.get("p")
+  })
+
 /**
  * The SPF record a custom domain is asked to publish (`SPF_RECORD`): by default its MX hosts
  * (Mailroom's) send its mail; behind a relay (SMTP_RELAY_URL), the relay's mechanism instead.
  */
 export const DEFAULT_SPF_RECORD = "v=spf1 mx ~all"
-
-/** The mechanisms an SPF record lets senders by (lower case, without the `+` qualifier), its `all` aside. */
-const spfMechanisms = (record: string) =>
-  record.trim().toLowerCase().split(/\s+/).slice(1).map((term) => term.replace(/^\+/, "")).filter((term) => !/^[-~?]?all$/.test(term))
-
-/**
- * Whether a domain's TXT records hold one SPF record (RFC 7208 §4.5) that lets by every sender the
- * record asked for does (it may let others by too, and end as strictly as the domain likes).
- */
-const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
-  const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
-  if (spf.length !== 1) return false
-  const published = new Set(spfMechanisms(spf[0]!))
-  return spfMechanisms(asked).every((mechanism) => published.has(mechanism))
-}
 
 /**
  * The DMARC record a custom domain is asked to publish (`_dmarc`, RFC 7489): a policy of none, so that
@@ -267,8 +279,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         return yield* verifiedElsewhere(row.name)
       }
       const key = yield* dkim.record(row.name, row.id)
-      // Ownership and the MX decide; the DKIM key and the DMARC record are only reported, so a failure
-      // to look one up keeps what was found before.
+      // Ownership and the MX decide; the DKIM key, the DMARC record and what the SPF record includes are
+      // only reported, so a failure to look one up keeps what was found before.
       const [txt, mx, published, dmarc] = yield* Effect.all([
         orNone(dns.txt(row.name)),
         orNone(dns.mx(row.name)),
@@ -278,11 +290,12 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       const owned = txt.some((value) => value.trim() === row.verificationToken)
       const preferred = Math.min(...mx.map((record) => record.priority))
       const mxConfigured = mx.some((record) => record.priority === preferred && record.exchange === settings.mxHost)
-      const compact = (value: string) => value.replace(/\s+/g, "")
       const dkimConfigured = Option.match(published, {
         onNone: () => row.dkimConfigured,
-        onSome: (values) => values.some((value) => compact(value) === compact(key.value))
+        onSome: (values) => values.some((value) => dkimKeyPublished(value, key.value))
       })
+      // SPF is only reported too: an include or redirect that cannot be looked up keeps the last finding.
+      const spf = yield* spfConfigured(row.name, txt, settings.spfRecord, dns.txt)
       // The first claim to verify holds the name: another's verification is refused by the unique key.
       const updated = yield* sql<DomainRow>`
         WITH d AS (
@@ -291,7 +304,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
             mx_configured = ${mxConfigured},
             dkim_configured = ${dkimConfigured},
-            spf_configured = ${spfConfigured(txt, settings.spfRecord)},
+            spf_configured = ${Option.getOrElse(spf, () => row.spfConfigured)},
             dmarc_configured = ${Option.match(dmarc, { onNone: () => row.dmarcConfigured, onSome: dmarcConfigured })}
           WHERE id = ${row.id}
           RETURNING *

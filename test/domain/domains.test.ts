@@ -280,6 +280,36 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect(yield* dmarcWith()).toBe(false)
       }))
 
+    it.effect("verify reads SPF as receivers do (first match wins, include and redirect followed) and accepts a DKIM key record of p= alone", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const domain = yield* create(owner, freshName())
+        const included = `_spf.${domain.domain_name}`
+        dns.records.txt.set(included, [`v=spf1 mx:${domain.domain_name} ~all`])
+        const spfWith = (record: string) =>
+          Effect.gen(function*() {
+            dns.records.txt.set(domain.domain_name, [domain.verification_token, record])
+            return (yield* domains.verify(owner, domain.domain_id)).spf_configured
+          })
+        expect(yield* spfWith("v=spf1 mx ~all")).toBe(true)
+        expect(yield* spfWith("v=spf1 -all mx")).toBe(false)
+        expect(yield* spfWith("v=spf1 -mx mx ~all")).toBe(false)
+        expect(yield* spfWith(`v=spf1 mx:${domain.domain_name} ~all`)).toBe(true)
+        expect(yield* spfWith(`v=spf1 include:${included} ~all`)).toBe(true)
+        expect(yield* spfWith("v=spf1 -all")).toBe(false)
+        expect(yield* spfWith(`v=spf1 redirect=${included}`)).toBe(true)
+        // The included record's lookup failing keeps the last finding, as the DKIM and DMARC lookups do.
+        dns.records.down.add(included)
+        expect(yield* spfWith(`v=spf1 include:${included} ~all`)).toBe(true)
+        dns.records.down.delete(included)
+
+        const dkim = domain.dns_records.find((record) => record.name.endsWith("._domainkey"))!
+        const dkimName = `${dkim.name}.${domain.domain_name}`
+        dns.records.txt.set(dkimName, [dkim.value.replace(/^v=DKIM1; k=rsa; /, "")])
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ dkim_configured: true })
+      }))
+
     it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes; once deleted, the name and (verified) its addresses are free to another account", () =>
       Effect.gen(function*() {
         const domains = yield* Domains

@@ -597,7 +597,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key or DMARC record that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key, DMARC record or SPF include that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["dashboardDomains.verify"];
         delete?: never;
@@ -2033,7 +2033,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key or DMARC record that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key, DMARC record or SPF include that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["domains.verify"];
         delete?: never;
@@ -4172,7 +4172,7 @@ export interface components {
             mx_configured: boolean;
             /** @description Whether mail to the domain's addresses is delivered now: it is verified and the account's plan includes custom domains. An account back on the free plan keeps the domain's mailboxes and their mail, but new mail to them is refused for now (450 4.2.1, so senders retry) until the plan includes custom domains again */
             receives_mail: boolean;
-            /** @description Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from (every mechanism of the SPF record in dns_records) */
+            /** @description Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from: read left to right as receivers do, it passes every mechanism of the SPF record in dns_records, itself or through include: or redirect= */
             spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
             verification_token: string;

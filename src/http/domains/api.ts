@@ -77,7 +77,7 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Verify a domain's DNS",
-          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key or DMARC record that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT"
+          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key, DMARC record or SPF include that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT"
         }))
     )
     .add(
