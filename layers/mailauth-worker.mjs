@@ -15,14 +15,43 @@
 // a dozen such signatures kept its DMARC fail from being made at all). At most MAX_SIGNATURES DKIM
 // signatures are checked, the From domain's first; the keys of the rest are not asked for (temperror).
 // Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
-import { arc, dkimVerify, dmarc, spf } from "mailauth"
+import { arc, dkimVerify, spf } from "mailauth"
+import getDmarcRecord from "mailauth/lib/dmarc/get-dmarc-record.js"
 import tools from "mailauth/lib/tools.js"
 import { createRequire } from "node:module"
 import { isIP } from "node:net"
+import { domainToASCII } from "node:url"
 import { parentPort } from "node:worker_threads"
 
 /** The address parser mailauth reads the From with (its own nodemailer's), so both read the same authors. */
 const addressparser = createRequire(createRequire(import.meta.url).resolve("mailauth"))("nodemailer/lib/addressparser")
+
+/** The organizational domain (RFC 7489 §3.2) as mailauth reckons it: its own tldts, with its options. */
+const tldts = createRequire(createRequire(import.meta.url).resolve("mailauth"))("tldts")
+const organizational = (domain) => tldts.getDomain(domain, tools.TLDTS_OPTS) || domain
+
+/**
+ * The DMARC record for `domain` (its own, else its organizational domain's) as its tags, `false` when it
+ * publishes none, `"temperror"` when the question went unanswered. DMARC itself is evaluated from it in
+ * layers/mailauth.ts `verdictOf`: mailauth 4's ignores adkim=s and aspf=s, and fails DMARC whose SPF
+ * or DKIM could not be checked.
+ */
+const dmarcRecord = async (domain, resolver) => {
+  let ascii = domain
+  try {
+    ascii = domainToASCII(domain) || domain
+  } catch {
+    // Not a name DNS could hold: asked as written, and found nowhere.
+  }
+  try {
+    const record = await getDmarcRecord(ascii, resolver)
+    if (!record) return false
+    const tag = (name) => (typeof record[name] === "string" ? record[name].trim().toLowerCase() : undefined)
+    return { p: tag("p"), sp: tag("sp"), adkim: tag("adkim"), aspf: tag("aspf"), rua: tag("rua"), isOrgRecord: record.isOrgRecord === true }
+  } catch {
+    return "temperror"
+  }
+}
 
 /** How long after a check starts its DNS questions may be answered: inside the server thread's 10 s (layers/mailauth.ts). */
 const QUESTIONS_DEADLINE = 6_000
@@ -136,18 +165,9 @@ const authenticate = async (message, options, asked) => {
       spf({ ip: options.ip, helo: helo && isIP(helo) ? `[${helo}]` : helo, sender: options.sender, mta: options.mta, resolver })
     ])
     const arcResult = await arc(dkimResult.arc, { resolver })
-    const dmarcResult = dkimResult?.headerFrom
-      ? await dmarc({
-        headerFrom: dkimResult.headerFrom,
-        spfDomains: [].concat((spfResult && spfResult.status.result === "pass" && spfResult.domain) || []),
-        dkimDomains: (dkimResult.results || [])
-          .filter((r) => r.status.result === "pass")
-          .map((r) => ({ id: r.id, domain: r.signingDomain, aligned: r.status.aligned, underSized: r.status.underSized })),
-        arcResult,
-        resolver
-      })
-      : false
-    return { dkim: dkimResult, spf: spfResult, arc: arcResult, dmarc: dmarcResult || false }
+    const from = dkimResult.headerFrom ?? []
+    const dmarcResult = from.length === 1 ? { record: await dmarcRecord(domainOfAddress(from[0]), resolver) } : false
+    return { dkim: dkimResult, spf: spfResult, arc: arcResult, dmarc: dmarcResult }
   } finally {
     clearTimeout(timer)
   }
@@ -175,11 +195,13 @@ const essentials = (result, asked) => ({
       status: { result: signature.status?.result, comment: signature.status?.comment, aligned: signature.status?.aligned }
     }))
   },
-  dmarc: result.dmarc === false ? false : {
-    policy: result.dmarc.policy,
-    alignment: { spf: { strict: result.dmarc.alignment?.spf?.strict === true } },
-    status: { result: result.dmarc.status?.result }
-  },
+  dmarc: result.dmarc,
+  // Every domain DMARC compares with the From's, with its organizational domain.
+  organizational: Object.fromEntries(
+    [...(result.dkim?.headerFrom ?? []).map(domainOfAddress), ...(result.spf ? [result.spf.domain] : []), ...(result.dkim?.results ?? []).map((s) => s.signingDomain)]
+      .filter((domain) => typeof domain === "string" && domain !== "")
+      .map((domain) => [domain.toLowerCase().replace(/\.$/, ""), organizational(domain.toLowerCase().replace(/\.$/, ""))])
+  ),
   // The sealer of the latest ARC set (its ARC-Seal's d=): mailauth keeps the chain out of the result's own keys.
   arc: result.arc === false ? false : { status: { result: arcResult(result.arc, asked) }, domain: result.arc.chain?.at?.(-1)?.["arc-seal"]?.parsed?.d?.value }
 })

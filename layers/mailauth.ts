@@ -73,6 +73,16 @@ const domainOf = (address: string) => lower(address.slice(address.lastIndexOf("@
  */
 const related = (a: string, b: string) => a === b || a.endsWith(`.${b}`) || b.endsWith(`.${a}`)
 
+/** A DMARC record's tags (lower-cased), as the thread read them; `isOrgRecord` when it is the organizational domain's. */
+interface DmarcRecord {
+  readonly p: string | undefined
+  readonly sp: string | undefined
+  readonly adkim: string | undefined
+  readonly aspf: string | undefined
+  readonly rua: string | undefined
+  readonly isOrgRecord: boolean
+}
+
 /** What the thread sends back of mailauth's result: exactly what the verdicts are read from. */
 interface Essentials {
   readonly spf: false | { readonly domain: string; readonly status: { readonly result: unknown } }
@@ -84,30 +94,40 @@ interface Essentials {
       readonly status: { readonly result: unknown; readonly comment: unknown; readonly aligned: unknown }
     }>
   }
-  readonly dmarc: false | {
-    readonly policy: unknown
-    readonly alignment: { readonly spf: { readonly strict: boolean } }
-    readonly status: { readonly result: unknown }
-  }
+  /** The From domain's DMARC record (false: none; "temperror": unanswered); false itself without a single From. */
+  readonly dmarc: false | { readonly record: false | "temperror" | DmarcRecord }
+  /** The organizational domain of each domain compared with the From's (RFC 7489 §3.2). */
+  readonly organizational: Readonly<Record<string, string>>
   readonly arc: false | { readonly status: { readonly result: unknown }; readonly domain?: unknown }
 }
 
-/** The verdicts of mailauth's result for the message of `envelope`. */
+const POLICIES = ["none", "quarantine", "reject"] as const
+const isPolicy = (value: string | undefined): value is typeof POLICIES[number] => (POLICIES as ReadonlyArray<string | undefined>).includes(value)
+
+/**
+ * The verdicts of mailauth's result for the message of `envelope`. DMARC is evaluated here (RFC 7489
+ * §3.1, §6.6), not by mailauth 4, which aligns relaxed whatever adkim= and aspf= say, and fails
+ * a message whose SPF or DKIM could not be checked.
+ */
 const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
   const fromHeader = result.dkim.headerFrom
   // DMARC needs one author (RFC 7489 §6.6.1): a From of none or several (two From fields, or one
   // listing two addresses) aligns with nothing, whatever its signatures say.
   const fromDomain = fromHeader.length === 1 ? domainOf(fromHeader[0]!) : null
-  const dmarcRecord = result.dmarc === false ? undefined : result.dmarc
+  const found = result.dmarc === false ? false : result.dmarc.record
+  // A record without a valid p= is no record unless it asks for reports (RFC 7489 §6.6.3): then p=none.
+  const record = typeof found === "object" && (isPolicy(found.p) || found.rua !== undefined) ? found : undefined
+  const organizational = (domain: string) => result.organizational[domain] ?? domain
+  /** Whether `domain` aligns with the From's: as the record says (s: the same domain), else relaxed. */
+  const aligns = (domain: string, mode: string | undefined) =>
+    fromDomain !== null && (mode === "s" ? domain === fromDomain : organizational(domain) === organizational(fromDomain))
   const spfDomain = result.spf === false ? domainOf(envelope.mailFrom || envelope.helo || "") : lower(result.spf.domain)
   const spfResult = result.spf === false ? "none" : pick(result.spf.status.result, ["pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"], "permerror")
   const spf: SpfVerdict = {
     result: spfResult,
     domain: spfDomain,
-    // Under a DMARC record with aspf=s the domains must be equal; otherwise related ones align.
-    aligned: fromDomain !== null && (dmarcRecord?.alignment.spf.strict === true
-      ? spfDomain === fromDomain
-      : related(spfDomain, fromDomain))
+    // Without a DMARC record to say how, related domains align (siblings do not).
+    aligned: record === undefined ? fromDomain !== null && related(spfDomain, fromDomain) : aligns(spfDomain, record.aspf)
   }
   const dkim = result.dkim.results
     .filter((signature): signature is typeof signature & { readonly signingDomain: string } =>
@@ -119,21 +139,33 @@ const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
         : pick(signature.status.result, ["pass", "fail", "neutral", "policy", "temperror", "permerror"], "permerror"),
       domain: lower(signature.signingDomain),
       selector: signature.selector ?? "",
-      aligned: fromDomain !== null && Boolean(signature.status.aligned)
+      aligned: record === undefined
+        ? fromDomain !== null && Boolean(signature.status.aligned)
+        : aligns(lower(signature.signingDomain), record.adkim)
     }))
+  const alignedWith = (outcome: string) => (spf.result === outcome && spf.aligned) || dkim.some((d) => d.result === outcome && d.aligned)
+  // A check that could not be made, and could have passed aligned, leaves DMARC unknown, not failed
+  // (RFC 7489 §6.6.2, RFC 7208 §2.6.6): the sender retries or the mail is kept.
   const dmarcResult = fromDomain === null
     ? "permerror"
-    : dmarcRecord === undefined
+    : found === "temperror"
+    ? "temperror"
+    : record === undefined
     ? "none"
-    : pick(dmarcRecord.status.result, ["pass", "fail", "none", "temperror", "permerror"], "permerror")
-  // No record (mailauth's `none`, without a policy) is no policy.
-  const dmarc: DmarcVerdict = {
-    result: dmarcResult,
-    domain: fromDomain,
-    policy: fromDomain === null || dmarcRecord === undefined || dmarcResult === "none" || typeof dmarcRecord.policy !== "string"
-      ? null
-      : pick(dmarcRecord.policy.toLowerCase(), ["none", "quarantine", "reject"], "none")
-  }
+    : alignedWith("pass")
+    ? "pass"
+    : alignedWith("temperror")
+    ? "temperror"
+    : "fail"
+  // sp= for mail of a subdomain under its organizational domain's record; a p= that names no policy, with rua=, is none.
+  const policy = record === undefined
+    ? null
+    : record.isOrgRecord && isPolicy(record.sp)
+    ? record.sp
+    : isPolicy(record.p)
+    ? record.p
+    : "none"
+  const dmarc: DmarcVerdict = { result: dmarcResult, domain: fromDomain, policy: fromDomain === null ? null : policy }
   const arcResult = result.arc === false ? "none" : pick(result.arc.status.result, ["pass", "fail", "none", "temperror"], "fail")
   const arcDomain = result.arc === false || arcResult === "none" || typeof result.arc.domain !== "string" || result.arc.domain === ""
     ? null
