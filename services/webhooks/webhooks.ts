@@ -18,7 +18,7 @@
  *   can be tested (before it is enabled) but its deliveries are not sent again.
  */
 import { SqlClient, type Statement } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, ServiceUnavailable, ValidationError, WebhookQuotaReached } from "../errors.ts"
 import { EventLog } from "../events/log.ts"
@@ -88,8 +88,41 @@ const columns = "id, url, events, secret, active, created_at, mailbox_ids, label
  * unchanged in an update, the masked URL leaves the stored one as it is.
  */
 const maskUrlPassword = (url: string) =>
-  url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#@:]*):([^/?#]*)@/i, (whole, scheme: string, user: string, password: string) =>
-    password === "" ? whole : `${scheme}${user}:********@`)
+  url.replace(USERINFO, (whole, scheme: string, user: string, password: string) => password === "" ? whole : `${scheme}${user}:${MASKED}@`)
+
+/** A URL's scheme, then the user and password before its host. */
+const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#@:]*):([^/?#]*)@/i
+const MASKED = "********"
+
+/** The endpoint a URL names, credential aside: its scheme, user, host and port. */
+const endpointOf = (url: string): string | undefined => {
+  try {
+    const parsed = new URL(url)
+    return `${parsed.protocol}//${parsed.username}@${parsed.host}`
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * An updated URL that still holds the mask where its password was (a client that read the webhook
+ * and changed its path, say) keeps the stored password: for the same endpoint only (scheme, user,
+ * host and port), since the credential is that endpoint's and is not carried to another. Else the
+ * mask would be stored as the password, and deliveries fail at the receiver's 401 with no word why.
+ * The URL to store, or why not.
+ */
+const withStoredPassword = (url: string, stored: string): Either.Either<string, string> => {
+  const sent = USERINFO.exec(url)
+  if (sent === null || sent[3] !== MASKED) return Either.right(url)
+  const kept = USERINFO.exec(stored)
+  if (kept === null || kept[3] === "" || kept[3] === MASKED) {
+    return Either.left(`holds ${MASKED}, how answers mask a password, and the webhook has none to keep: write the endpoint's password`)
+  }
+  if (endpointOf(url) === undefined || endpointOf(url) !== endpointOf(stored)) {
+    return Either.left(`holds ${MASKED}, how answers mask a password: the stored one is kept for the same scheme, user, host and port only; for another endpoint, write its password`)
+  }
+  return Either.right(`${sent[1]}${sent[2]}:${kept[3]}@${url.slice(sent[0].length)}`)
+}
 
 const toWebhook = (row: WebhookRow): Webhook => ({
   webhook_id: row.id,
@@ -267,7 +300,12 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       const stored = yield* find(userId, webhookId)
       // The URL as it was answered (its password masked) is no change.
       if (input.url !== undefined && input.url.trim() === maskUrlPassword(stored.url)) input = { ...input, url: undefined }
-      if (input.url !== undefined) yield* checkUrl(input.url)
+      if (input.url !== undefined) {
+        const url = withStoredPassword(input.url.trim(), stored.url)
+        if (Either.isLeft(url)) return yield* ValidationError.field("url", url.left)
+        input = { ...input, url: url.right }
+        yield* checkUrl(url.right)
+      }
       const mailboxIds = yield* checkMailboxes(userId, input.mailbox_ids)
       yield* neverSent(
         input.events ?? stored.events,

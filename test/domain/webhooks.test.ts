@@ -129,6 +129,35 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         }
       }))
 
+    it.effect("a URL changed past its masked password keeps the stored one for the same endpoint, and is refused (400 on url) for another: the mask is never stored", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const created = yield* create(owner, { url: "https://agent:p%40ss@hooks.example.com/in", events: ["email.received"] })
+        const stored = () => Effect.map(sql<{ url: string }>`SELECT url FROM webhooks WHERE id = ${created.webhook_id}`, (rows) => rows[0]!.url)
+        // The client read the webhook and changed its path (the port written out is the same endpoint).
+        const moved = yield* webhooks.update(owner.userId, created.webhook_id, { url: "https://agent:********@hooks.example.com:443/v2/in?x=1" })
+        expect(moved.url).toBe("https://agent:********@hooks.example.com:443/v2/in?x=1")
+        expect(yield* stored()).toBe("https://agent:p%40ss@hooks.example.com:443/v2/in?x=1")
+        // Another host, port, scheme or user is another endpoint: its password is not the stored one's.
+        for (const url of [
+          "https://agent:********@elsewhere.example.com/v2/in",
+          "https://agent:********@hooks.example.com:8443/v2/in",
+          "http://agent:********@hooks.example.com/v2/in",
+          "https://robot:********@hooks.example.com/v2/in"
+        ]) {
+          const refused = yield* Effect.flip(webhooks.update(owner.userId, created.webhook_id, { url }))
+          expect(refused, url).toMatchObject({ code: "VALIDATION_ERROR", status: 400, details: { url: expect.stringContaining("the stored one is kept for the same scheme, user, host and port only") } })
+        }
+        expect(yield* stored()).toBe("https://agent:p%40ss@hooks.example.com:443/v2/in?x=1")
+        // A webhook without a password has none to keep.
+        const other = yield* insertUser("pro")
+        const plain = yield* create(other, { url: HOOK_URL, events: ["email.received"] })
+        const none = yield* Effect.flip(webhooks.update(other.userId, plain.webhook_id, { url: "https://agent:********@hooks.example.com/in" }))
+        expect(none).toMatchObject({ code: "VALIDATION_ERROR", details: { url: expect.stringContaining("has none to keep") } })
+      }))
+
     it.effect("events: at least one, each a known kind (400 VALIDATION_ERROR with details.events)", () =>
       Effect.gen(function*() {
         const decode = decodeBody(CreateWebhookInput, "api")
