@@ -14,6 +14,8 @@
  * - What that statement finds is kept for a moment in the process's recipient directory
  *   (directory.ts), so a busy address costs RCPT no round trip at all; near a limit, and for owners
  *   with lists, RCPT asks the database every time.
+ * - A message's recipients count together at RCPT: one that would take its owner past a limit with the
+ *   mailboxes of theirs accepted before it in the transaction is refused, as if those were counted.
  * - Emails are counted (per day and per billing period) when accepted, in the statement that stores
  *   the message, which also tells what each message's count came to: one that parallel sessions
  *   pushed past a limit after its RCPT is refused at DATA (when it is past for all its recipients),
@@ -416,19 +418,31 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       } satisfies Recipient
     })
 
-    /** Whether a kept entry's counts are too close to a limit for anything but the database to judge. */
-    const nearLimits = (entry: DirectoryEntry) =>
-      nearLimit(entry.today, limits[entry.plan].emailsPerDay) || nearLimit(entry.thisPeriod, limits[entry.plan].emailsPerMonth) ||
+    /**
+     * Whether a kept entry's counts, with the `alongside` emails this message makes for its owner already,
+     * are too close to a limit for anything but the database to judge.
+     */
+    const nearLimits = (entry: DirectoryEntry, alongside: number) =>
+      nearLimit(entry.today + alongside, limits[entry.plan].emailsPerDay) ||
+      nearLimit(entry.thisPeriod + alongside, limits[entry.plan].emailsPerMonth) ||
       nearLimit(entry.storage, limits[entry.plan].storageBytes)
+
+    /**
+     * The emails a message makes for the owner of `mailboxId` through the recipients accepted before
+     * this one in its transaction: one per other mailbox of theirs (a mailbox is counted once, however
+     * many of its addresses are named; a delivery report is not counted).
+     */
+    const alongsideOf = (userId: string, mailboxId: string, accepted: ReadonlyArray<Recipient>) =>
+      new Set(accepted.filter((r) => r.userId === userId && r.mailboxId !== mailboxId && r.bounceOf === undefined).map((r) => r.mailboxId)).size
 
     /**
      * The mailbox at `address` (any case) whose lists admit `mailFrom`, from the directory when it
      * may answer, else from the database (and then kept, for owners without lists).
      */
-    const findRecipient = Effect.fnUntraced(function*(address: string, mailFrom: string) {
+    const findRecipient = Effect.fnUntraced(function*(address: string, mailFrom: string, accepted: ReadonlyArray<Recipient>) {
       const normalized = routed(address)
       const kept = directory.get(normalized, utcDay(new Date()))
-      if (kept !== undefined && !nearLimits(kept)) return kept
+      if (kept !== undefined && !nearLimits(kept, alongsideOf(kept.userId, kept.mailboxId, accepted))) return kept
       const since = directory.mark()
       const row = yield* lookupRecipients({ address: normalized, forms: senderForms(mailFrom) }).pipe(
         Effect.mapError(temporary("recipient lookup failed"))
@@ -453,15 +467,23 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * What the owner's plan says of one more email for the mailbox `found` at `address`, of
      * `declaredSize` bytes (the MAIL FROM SIZE parameter): its size, daily, monthly and storage limits.
+     * The recipients `accepted` before it in the transaction count too: the message makes an email for
+     * each of their mailboxes, so the one that would take the owner past a limit is refused at its RCPT.
      */
-    const admit = (found: DirectoryEntry, address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> => {
+    const admit = (
+      found: DirectoryEntry,
+      address: string,
+      declaredSize: number | undefined,
+      accepted: ReadonlyArray<Recipient>
+    ): Either.Either<Recipient, Refusal> => {
       const plan = limits[found.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) return Either.left(new MessageTooBig({ limit: plan.maxEmailBytes }))
+      const alongside = alongsideOf(found.userId, found.mailboxId, accepted)
       // The period first: when both are used up, tomorrow would be refused too (552, not "try again tomorrow").
-      if (plan.emailsPerMonth !== null && found.thisPeriod >= plan.emailsPerMonth) {
+      if (plan.emailsPerMonth !== null && found.thisPeriod + alongside >= plan.emailsPerMonth) {
         return Either.left(new MonthlyLimitReached({ address, limit: plan.emailsPerMonth }))
       }
-      if (found.today >= plan.emailsPerDay) return Either.left(new DailyLimitReached({ address, limit: plan.emailsPerDay }))
+      if (found.today + alongside >= plan.emailsPerDay) return Either.left(new DailyLimitReached({ address, limit: plan.emailsPerDay }))
       // The account's stored mail fills its plan's storage: refused until mail is gone or the plan grows.
       if (plan.storageBytes !== null && (found.storage >= plan.storageBytes || found.storage + (declaredSize ?? 0) > plan.storageBytes)) {
         return Either.left(new StorageFull({ address, limit: plan.storageBytes }))
@@ -479,13 +501,19 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * RCPT TO: the active mailbox at `address` (any case), if its lists admit `mailFrom` (empty for
      * the null sender) and its owner may receive one more email of `declaredSize` bytes (the MAIL
-     * FROM SIZE parameter) now. A bounce address is not subject to lists.
+     * FROM SIZE parameter) now, besides the emails the recipients `accepted` before it in the
+     * transaction make for them (`admit`). A bounce address is not subject to lists.
      * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
-    const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
+    const recipient = Effect.fnUntraced(function*(
+      address: string,
+      declaredSize: number | undefined,
+      mailFrom: string,
+      accepted: ReadonlyArray<Recipient> = []
+    ) {
       const named = parseBounceAddress(address)
       if (named !== undefined) return yield* bounceRecipient(address, named)
-      return yield* admit(yield* findRecipient(address, mailFrom), address, declaredSize)
+      return yield* admit(yield* findRecipient(address, mailFrom, accepted), address, declaredSize, accepted)
     })
 
     /**
@@ -493,10 +521,16 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * usual case under load), with no effect to run; undefined when the database must be asked. A kept
      * mailbox's owner has no lists, so the sender does not matter.
      */
-    const keptRecipient = (address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> | undefined => {
+    const keptRecipient = (
+      address: string,
+      declaredSize: number | undefined,
+      accepted: ReadonlyArray<Recipient> = []
+    ): Either.Either<Recipient, Refusal> | undefined => {
       if (parseBounceAddress(address) !== undefined) return undefined
       const kept = directory.get(routed(address), utcDay(new Date()))
-      return kept === undefined || nearLimits(kept) ? undefined : admit(kept, address, declaredSize)
+      return kept === undefined || nearLimits(kept, alongsideOf(kept.userId, kept.mailboxId, accepted))
+        ? undefined
+        : admit(kept, address, declaredSize, accepted)
     }
 
     /** What this process has counted (or given back) joins the directory's kept counts. */

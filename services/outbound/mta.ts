@@ -311,7 +311,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const outcomes: Array<Outcome> = []
         const taken: Array<Recipient> = []
         for (const address of recipients) {
-          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength, as?.sender ?? mailFrom))
+          // Those taken already count with it: the copy is an email for each of their mailboxes.
+          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength, as?.sender ?? mailFrom, taken))
           if (found._tag === "Right") taken.push(found.right)
           else {
             const reply = (found.left as RecipientRefusal).reply

@@ -181,11 +181,16 @@ export const SmtpServerLive = Layer.scopedDiscard(
         else void run(Effect.logDebug(`RCPT TO refused ${reply.code}`).pipe(Effect.annotateLogs({ session: session.id })))
         callback(smtpError(reply))
       }
+      // The recipients accepted so far: the message is an email for each, so they count with this one.
+      const accepted = session.envelope.rcptTo.flatMap((r) => {
+        const recipient = recipients.get(r)
+        return recipient === undefined ? [] : [recipient]
+      })
       // Under load most answers come from the recipient directory, at once: no fiber, no promise.
-      const kept = inbound.keptRecipient(address.address, declaredSize(session))
+      const kept = inbound.keptRecipient(address.address, declaredSize(session), accepted)
       if (kept !== undefined) return answer(Either.isRight(kept) ? Exit.succeed(kept.right) : Exit.fail(kept.left))
       const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
-      void run(inbound.recipient(address.address, declaredSize(session), mailFrom)).then(answer)
+      void run(inbound.recipient(address.address, declaredSize(session), mailFrom, accepted)).then(answer)
     }
 
     const onData = (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (error?: Error | null, message?: string) => void) => {

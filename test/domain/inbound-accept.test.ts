@@ -89,3 +89,39 @@ layer(servicesOver(MemoryBus.layer), { timeout: "60 seconds", excludeTestService
       expect((yield* counted(mailbox.owner.userId))[0]!.today).toBe(limit)
     }))
 })
+
+layer(servicesOver(MemoryBus.layer), { timeout: "60 seconds", excludeTestServices: true })("RCPT within one transaction", (it) => {
+  it.effect("one email short of the period's limit, a message to three mailboxes of the account: the second is refused 552 5.2.2, as counted with the first", () =>
+    Effect.gen(function*() {
+      const inbound = yield* Inbound
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser()
+      const [first, second, third] = yield* Effect.forEach([1, 2, 3], () => insertMailbox(owner))
+      const limit = limits.free.emailsPerMonth!
+      yield* sql`INSERT INTO usage_counters (user_id, period_start, emails)
+                 SELECT user_id, current_period_start, ${limit - 1} FROM subscriptions WHERE user_id = ${owner.userId}`
+      const accepted = [yield* inbound.recipient(first!.address, undefined, SENDER, [])]
+      for (const mailbox of [second!, third!]) {
+        const refused = yield* Effect.flip(inbound.recipient(mailbox.address, undefined, SENDER, accepted))
+        expect(refused.reply).toEqual({ code: 552, text: `5.2.2 <${mailbox.address}>: monthly limit of ${limit} emails reached` })
+      }
+      // Another address of the mailbox accepted already adds no email to it; another account's is its own.
+      const [local, domain] = first!.address.split("@")
+      expect((yield* inbound.recipient(`${local}+again@${domain}`, undefined, SENDER, accepted)).mailboxId).toBe(first!.mailboxId)
+      const stranger = yield* insertMailbox(yield* insertUser())
+      expect((yield* inbound.recipient(stranger.address, undefined, SENDER, accepted)).mailboxId).toBe(stranger.mailboxId)
+    }))
+
+  it.effect("one email short of the day's limit: the second recipient of the account is refused 452 4.2.2", () =>
+    Effect.gen(function*() {
+      const inbound = yield* Inbound
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser("pro")
+      const [first, second] = yield* Effect.forEach([1, 2], () => insertMailbox(owner))
+      const limit = limits.pro.emailsPerDay
+      yield* sql`INSERT INTO mail_daily_counters (user_id, day, emails) VALUES (${owner.userId}, (now() AT TIME ZONE 'UTC')::date, ${limit - 1})`
+      const accepted = [yield* inbound.recipient(first!.address, undefined, SENDER, [])]
+      const refused = yield* Effect.flip(inbound.recipient(second!.address, undefined, SENDER, accepted))
+      expect(refused.reply.code).toBe(452)
+    }))
+})

@@ -801,6 +801,32 @@ describe("inbound SMTP and reading mail", () => {
       expect(used.storageUsed).toBe(storedBytes)
     }, 180_000)
 
+    it("a free account's three mailboxes named in each message: the recipient that would pass the 100 is refused at its RCPT with 552 5.2.2; usage ends at 100", async () => {
+      const box = await newBox()
+      const others = [await newBox(box.user), await newBox(box.user)]
+      const all = [box, ...others].map((b) => b.address)
+      const session = await connectSmtp(suite.server.smtpPort)
+      try {
+        expect((await session.command("EHLO client.test")).code).toBe(250)
+        // 33 messages to all three: 99 emails.
+        for (let i = 0; i < 33; i++) {
+          expect((await session.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+          for (const address of all) expect({ i, code: (await session.command(`RCPT TO:<${address}>`)).code }).toEqual({ i, code: 250 })
+          const data = await session.data(await simple(box.address, `Three ${i}`))
+          expect({ i, code: data.code, text: data.text }).toMatchObject({ i, code: 250 })
+        }
+        expect((await session.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+        expect((await session.command(`RCPT TO:<${all[0]}>`)).code).toBe(250)
+        expectRefused(await session.command(`RCPT TO:<${all[1]}>`), 552, "5.2.2")
+        expectRefused(await session.command(`RCPT TO:<${all[2]}>`), 552, "5.2.2")
+        expect((await session.data(await simple(box.address, "The hundredth"))).code).toBe(250)
+      } finally {
+        await session.close()
+      }
+      await waitForEmails(box, 34, 120_000)
+      expect((await usage(box.user)).emailsUsed).toBe(100)
+    }, 180_000)
+
     it.skipIf(mode !== "postgres")("an account at its monthly count (100) with no emails today is refused at RCPT with 552 5.2.2", async () => {
       const box = await newBox()
       const db = new pg.Client({ connectionString: suite.backend.env.DATABASE_URL! })
