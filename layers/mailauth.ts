@@ -24,6 +24,7 @@
  * is `fail` (mailauth says `neutral`), since the message was changed after it was signed.
  */
 import { Cause, Duration, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { domainToASCII } from "node:url"
 import { Worker } from "node:worker_threads"
 import { Dns, type DnsError } from "../services/dns/dns.ts"
 import { answerCache, keptAnswers } from "../services/dns/answers.ts"
@@ -66,6 +67,20 @@ const lower = (text: string) => text.toLowerCase().replace(/\.$/, "")
 
 /** The domain of an address (or a bare domain), lower-cased. */
 const domainOf = (address: string) => lower(address.slice(address.lastIndexOf("@") + 1).trim())
+
+/**
+ * The domain of a From address, when it is one DMARC can be asked about: a local part, then a name of
+ * DNS labels (an internationalized one as its A-labels would be). Not `<` (of `<<<>>>`), nor an address
+ * literal (`ada@[127.0.0.1]`), nor an empty domain: such a From names no author DMARC could check.
+ */
+const authorDomain = (address: string): string | null => {
+  const at = address.lastIndexOf("@")
+  if (at <= 0) return null
+  const domain = domainOf(address)
+  const ascii = domainToASCII(domain)
+  const label = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/
+  return ascii.length > 0 && ascii.length <= 253 && ascii.split(".").every((part) => label.test(part)) ? domain : null
+}
 
 /**
  * Relaxed alignment without a DMARC record to say how: the same domain, or one a subdomain of the
@@ -112,8 +127,9 @@ const isPolicy = (value: string | undefined): value is typeof POLICIES[number] =
 const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
   const fromHeader = result.dkim.headerFrom
   // DMARC needs one author (RFC 7489 §6.6.1): a From of none or several (two From fields, or one
-  // listing two addresses) aligns with nothing, whatever its signatures say.
-  const fromDomain = fromHeader.length === 1 ? domainOf(fromHeader[0]!) : null
+  // listing two addresses), or one whose domain is no domain, aligns with nothing, whatever its
+  // signatures say.
+  const fromDomain = fromHeader.length === 1 ? authorDomain(fromHeader[0]!) : null
   const found = result.dmarc === false ? false : result.dmarc.record
   // A record without a valid p= is no record unless it asks for reports (RFC 7489 §6.6.3): then p=none.
   const record = typeof found === "object" && (isPolicy(found.p) || found.rua !== undefined) ? found : undefined

@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Mailauth from "../../layers/mailauth.ts"
 import { Dns, DnsError, type DnsShape } from "../../services/dns/dns.ts"
-import { Authentication, AuthenticationOnTheBus, Authenticator, dmarcRejects } from "../../services/mail/authentication.ts"
+import { Authentication, AuthenticationOnTheBus, Authenticator, dmarcRejects, withoutOneAuthor } from "../../services/mail/authentication.ts"
 
 const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
 const DOMAIN = "signed.test"
@@ -361,6 +361,28 @@ describe("DMARC as the From domain's record says", () => {
       expect(bogus!.authentication.dmarc).toEqual({ result: "none", domain: "badpol.test", policy: null })
       const reports = yield* verifiedWith(names, { clientIp: "127.0.0.1", helo: "mx.reports.test", mailFrom: "ada@reports.test", raw: yield* message("ada@reports.test") })
       expect(reports!.authentication.dmarc).toEqual({ result: "fail", domain: "reports.test", policy: "none" })
+    }))
+})
+
+describe("a From that names no author DMARC could check", () => {
+  const names = answering({ "x.test": ["v=spf1 ip4:127.0.0.1 -all"] })
+  const fromLine = (from: string) =>
+    new TextEncoder().encode(`From: ${from}\r\nTo: agent@agents.localhost\r\nSubject: Hello\r\nMessage-ID: <1@x.test>\r\n\r\nHello.\r\n`)
+
+  it.live("<<<>>>, an address literal, an empty domain: DMARC permerror with no domain, which DMARC_ENFORCE refuses", () =>
+    Effect.gen(function*() {
+      for (const from of ["<<<>>>", "ada@[127.0.0.1]", "ada@", "@x.test", "ada@x..test"]) {
+        const verdict = yield* verifiedWith(names, { clientIp: "127.0.0.1", helo: "mx.x.test", mailFrom: "ada@x.test", raw: fromLine(from) })
+        expect(verdict!.authentication.dmarc, from).toEqual({ result: "permerror", domain: null, policy: null })
+        expect(verdict!.authentication.spf, from).toEqual({ result: "pass", domain: "x.test", aligned: false })
+        expect(withoutOneAuthor(verdict!.authentication), from).toBe(true)
+        expect(dmarcRejects(verdict!.authentication), from).toBe(true)
+      }
+      // A name of DNS labels is checked, an internationalized one too.
+      for (const [from, domain] of [["Ada <ada@x.test>", "x.test"], ["ada@bücher.example", "bücher.example"]] as const) {
+        const verdict = yield* verifiedWith(names, { clientIp: "127.0.0.1", helo: "mx.x.test", mailFrom: "ada@x.test", raw: fromLine(from) })
+        expect(verdict!.authentication.dmarc, from).toEqual({ result: "none", domain, policy: null })
+      }
     }))
 })
 
