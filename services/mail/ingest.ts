@@ -65,9 +65,14 @@ interface Stored {
   readonly forwardDomains: ReadonlyArray<string> | undefined
 }
 
-/** The sender-list forms of every author the From names: a blocked one among others is still blocked. */
+/**
+ * The sender-list forms of every author the From names, in every From field (a message may carry two,
+ * and a mail program may show either): a blocked one among others is still blocked.
+ */
 const authorForms = (parsed: ParsedEmail): ReadonlyArray<string> => {
-  const authors = [...(parsed.from === undefined ? [] : [parsed.from]), ...addressList(firstHeader(parsed.headers, "from"))]
+  const fields = parsed.headers["from"]
+  const values = fields === undefined ? [] : typeof fields === "string" ? [fields] : fields
+  const authors = [...(parsed.from === undefined ? [] : [parsed.from]), ...values.flatMap(addressList)]
   return [...new Set(authors.flatMap(senderForms))]
 }
 

@@ -236,6 +236,9 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
       expect(kept.labels).toEqual(["inbound", "unread"])
       // A blocked author behind another one is still blocked.
       expect((yield* deliver("", "ok@bank.test, Security@login.phish.test")).labels).toEqual(["inbound", "unread", "blocked"])
+      // So is one in a second From field, whichever comes first.
+      expect((yield* deliver("", "ok@bank.test\r\nFrom: Security@login.phish.test")).labels).toEqual(["inbound", "unread", "blocked"])
+      expect((yield* deliver("", "Security@login.phish.test\r\nFrom: ok@bank.test")).labels).toEqual(["inbound", "unread", "blocked"])
       expect(yield* announced([blocked.emailId, kept.emailId])).toEqual([emailReceivedEventId(kept.emailId)])
       // A redelivery of the blocked one stays quiet too.
       yield* ingest.ingest({
