@@ -134,6 +134,52 @@ describe("POST /v1/billing/checkout", () => {
     expect(upgraded).toMatchObject({ plan: "enterprise", currentPeriodStart: before.currentPeriodStart, currentPeriodEnd: before.currentPeriodEnd })
   })
 
+  it("five links of one purchase confirmed at once: one is paid; the four refused say so ever after (on Pro already, nothing charged), never 'Already paid'", async () => {
+    const user = await withApiKey(server.url)
+    const links = await Promise.all([1, 2, 3, 4, 5].map(() => checkout(user, "pro")))
+    const pages = links.map((link) => pageOf(link.data!.data.url))
+    const confirmed = await Promise.all(pages.map((local) => fetch(local, { method: "POST", redirect: "manual" })))
+    expect(confirmed.map((r) => r.status).sort()).toEqual([303, 409, 409, 409, 409])
+    const refused = pages.filter((_, i) => confirmed[i]!.status === 409)
+    for (const local of refused) {
+      for (const method of ["GET", "POST"]) {
+        const again = await fetch(local, { method, redirect: "manual" })
+        const html = await again.text()
+        expect([method, again.status, html.includes("Already paid")]).toEqual([method, 409, false])
+        expect(html).toContain("This account is on the <strong>Pro</strong> plan already: nothing was charged or changed.")
+      }
+    }
+    expect((await withKey(server.url, user).GET("/v1/billing/subscription")).data?.data.plan).toBe("pro")
+  })
+
+  it("links made on free for pro and enterprise, confirmed one after another: the first is paid, the others made before that change are refused with 409 and change nothing", async () => {
+    const user = await withApiKey(server.url)
+    const plans = ["pro", "enterprise", "pro", "enterprise"] as const
+    const pages: Array<string> = []
+    for (const plan of plans) pages.push(pageOf((await checkout(user, plan)).data!.data.url))
+    const mailroom = withKey(server.url, user)
+
+    expect((await fetch(pages[0]!, { method: "POST", redirect: "manual" })).status).toBe(303)
+    const paid = (await mailroom.GET("/v1/billing/subscription")).data!.data
+    expect(paid.plan).toBe("pro")
+    // Still open, the enterprise link made on free says it can no longer be used, and offers no button.
+    const shown = await fetch(pages[1]!)
+    const shownHtml = await shown.text()
+    expect([shown.status, shownHtml.includes("<form")]).toEqual([409, false])
+    expect(shownHtml).toContain("This link was made while the account was on the <strong>Free</strong> plan; it is on the <strong>Pro</strong> plan now")
+    for (const local of pages.slice(1)) {
+      const confirmed = await fetch(local, { method: "POST", redirect: "manual" })
+      expect([local, confirmed.status]).toEqual([local, 409])
+      expect(await confirmed.text()).toContain("nothing was charged or changed")
+    }
+    expect((await mailroom.GET("/v1/billing/subscription")).data!.data).toEqual(paid)
+    const reopened = await fetch(pages[3]!)
+    const reopenedHtml = await reopened.text()
+    expect([reopened.status, reopenedHtml.includes("Already paid")]).toEqual([409, false])
+    expect(reopenedHtml).toContain("Plan changed since")
+    expect(reopenedHtml).toContain(urls.cancelUrl)
+  })
+
   it("needs a credential", async () => {
     const reply = await anonymous(server.url).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
     expect(reply.response.status).toBe(401)

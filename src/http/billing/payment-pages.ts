@@ -25,9 +25,15 @@ const paid = (session: PaymentSession, status: 200 | 409) =>
     status
   )
 
-/** The page of a session that is not there to use: unknown, paid already, or expired. */
+/** The page of a session that is not there to use: unknown, paid already, refused, or expired. */
 const notOpen = (session: Option.Option<PaymentSession>, status: 200 | 409) =>
-  Option.isNone(session) ? unknown : session.value.kind === "checkout" && session.value.status === "completed" ? paid(session.value, status) : gone
+  Option.isNone(session)
+    ? unknown
+    : session.value.kind === "checkout" && session.value.status === "completed"
+    ? paid(session.value, status)
+    : session.value.kind === "checkout" && session.value.status === "refused"
+    ? refusal(session.value, session.value.refusedOnPlan)
+    : gone
 
 /** The pages' forms (input-rules.ts `readsForm`). */
 export const paymentForms = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
@@ -47,6 +53,32 @@ const alreadyOn = (plan: string, successUrl: string | null) =>
     409
   )
 
+/**
+ * A checkout link made on another plan than the account has now (another link was paid since, say):
+ * it may no longer be paid, so that nothing is paid or changed twice.
+ */
+const changedSince = (session: PaymentSession, now: Plan | null) =>
+  page(
+    "Plan changed since",
+    `<p>This link was made while the account was on the <strong>${escapeHtml(planName(session.madeOnPlan ?? ""))}</strong> plan; it is on ${
+      now === null ? "another plan" : `the <strong>${escapeHtml(planName(now))}</strong> plan`
+    } now, so this link to the <strong>${escapeHtml(planName(session.plan ?? ""))}</strong> plan can no longer be used: nothing was charged or changed.</p>
+<p class="muted">To change plan, start again from your application.</p>
+<p><a href="${escapeHtml(session.cancelUrl ?? "/")}">Continue</a></p>`,
+    409
+  )
+
+/** Why a checkout link is not to be paid on the account's plan `now` (undefined: it may be). */
+const refusalFor = (session: PaymentSession, now: Plan | null) =>
+  now !== null && now === session.plan
+    ? alreadyOn(now, session.successUrl)
+    : session.madeOnPlan !== null && now !== session.madeOnPlan
+    ? changedSince(session, now)
+    : undefined
+
+/** A refused checkout's page, as its confirmation answered: nothing charged. */
+const refusal = (session: PaymentSession, now: Plan | null) => refusalFor(session, now) ?? changedSince(session, now)
+
 export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     // Mounted only with the local provider: Stripe hosts its own pages.
@@ -62,9 +94,10 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const session = yield* payments.find(yield* sessionId)
         if (Option.isNone(session) || session.value.kind !== "checkout" || !session.value.plan) return unknown
         if (session.value.status !== "open" || session.value.expired) return notOpen(session, 200)
-        const { plan, cancelUrl, successUrl, userId } = session.value
+        const { plan, cancelUrl, userId } = session.value
         const current = yield* Effect.option(billing.subscription(userId))
-        if (Option.isSome(current) && current.value.plan === plan) return alreadyOn(plan, successUrl)
+        const refused = Option.isSome(current) ? refusalFor(session.value, current.value.plan) : undefined
+        if (refused !== undefined) return refused
         return page(
           changeTitle(Option.getOrUndefined(current)?.plan, plan),
           `<p>Confirm to activate the <strong>${escapeHtml(planName(plan))}</strong> plan now.</p>
@@ -82,7 +115,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const completed = yield* payments.completeCheckout(id)
         if (Option.isNone(completed)) return notOpen(yield* payments.find(id), 409)
         const { changed, session } = completed.value
-        if (!changed) return alreadyOn(session.plan!, session.successUrl)
+        if (!changed) return refusal(session, session.refusedOnPlan)
         return HttpServerResponse.redirect(session.successUrl ?? "/", { status: 303 })
       }).pipe(Effect.orDie)
     )
