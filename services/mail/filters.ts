@@ -284,22 +284,37 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       return { filter_id: filterId, deleted: true as const }
     })
 
+    /** One email's label change, in a run over mail already received: 1 when made, 0 when the email was left as it is. */
+    const relabelOne = (userId: string, emailId: string, change: LabelChange) =>
+      labels.update(userId, [emailId], change).pipe(
+        Effect.as(1),
+        // Deleted since it was read, or given labels meanwhile that leave no room for the change's.
+        Effect.catchTags({ NotFound: () => Effect.succeed(0), ValidationError: () => Effect.succeed(0) })
+      )
+
+    /**
+     * Give `emailIds` the label change, a batch at a time: how many emails it changed. A batch one of
+     * whose emails was deleted since it was read (or has no room left for the labels) is changed one
+     * email at a time, that email left as it is; any other failure (the database's) is the run's.
+     */
+    const relabel = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange) =>
+      Effect.reduce(Arr.chunksOf(emailIds, MAX_BATCH), 0, (count, batch) => {
+        const oneByOne = () => Effect.reduce(batch, 0, (n, id) => Effect.map(relabelOne(userId, id, change), (one) => n + one))
+        return labels.update(userId, batch, change).pipe(
+          Effect.map((updated) => updated.length),
+          Effect.catchTags({ NotFound: oneByOne, ValidationError: oneByOne }),
+          // The stored change passed the same checks when the filter was saved.
+          Effect.catchTag("FactLabel", (error) => Effect.die(error)),
+          Effect.map((changed) => count + changed)
+        )
+      })
+
     /**
      * Run the filter over the newest APPLY_LIMIT received emails of its mailbox (or of every active
      * mailbox of the account), whether or not it is enabled: those its conditions hold for are
-     * `matched`; those whose labels it changes are `changed` (unless `dryRun`). Emails it would give
-     * more than MAX_LABELS labels are left as they are.
+     * `matched`; those whose labels it changes are `changed` (unless `dryRun`: those it would change).
+     * Emails it would give more than MAX_LABELS labels are left as they are.
      */
-    /** Give `emailIds` the label change, a batch at a time; an email deleted since it was read is left out. */
-    const relabel = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange) =>
-      Effect.forEach(Arr.chunksOf(emailIds, MAX_BATCH), (batch) =>
-        labels.update(userId, batch, change).pipe(
-          // Deleted since it was read: the rest of the batch is changed without it.
-          Effect.catchTag("NotFound", () => Effect.forEach(batch, (id) => Effect.ignore(labels.update(userId, [id], change)), { discard: true })),
-          // The stored change passed the same checks when the filter was saved.
-          Effect.catchTag("FactLabel", (error) => Effect.die(error))
-        ), { discard: true })
-
     const apply = Effect.fn("Filters.apply")(function*(userId: string, filterId: string, dryRun: boolean) {
       const row = yield* findRow(userId, filterId)
       const change = changeOf(row)
@@ -328,9 +343,8 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
         before = { at: last.receivedAt, id: last.id }
         const matching = rows.filter((email) => applyFilters([filter], email.mailboxId, factsOf(email), email.labels).applied.length > 0)
         const toChange = matching.filter((email) => changes(email.labels, change)).map((email) => email.id)
-        if (!dryRun) yield* relabel(userId, toChange, change)
         matched += matching.length
-        changed += toChange.length
+        changed += dryRun ? toChange.length : yield* relabel(userId, toChange, change)
         if (rows.length < APPLY_PAGE) break
       }
       return { filter_id: filterId, dry_run: dryRun, scanned, matched, changed }

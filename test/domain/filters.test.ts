@@ -12,6 +12,7 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { applyFilters, type CompiledFilter, compileFilter, type MailFacts, MAX_FILTERS } from "../../services/mail/filter-rules.ts"
 import { Filters } from "../../services/mail/filters.ts"
+import { Labels } from "../../services/mail/labels.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
 import { emailReceivedEventId } from "../../services/mail/received.ts"
 import { MAX_LABELS } from "../../services/mail/label-rules.ts"
@@ -288,5 +289,64 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
       const unread = yield* sql<{ n: number }>`
         SELECT count(*)::int AS n FROM emails WHERE mailbox_id = ${mailbox.mailboxId} AND from_address = 'billing@acme.test' AND 'unread' = ANY(labels)`
       expect(unread[0]!.n).toBe(0)
+    }))
+})
+
+/** An email to delete as the next batch of a filter run is changed: gone between the run's read and its change. */
+let doomed: string | undefined
+const deletingLabels = Layer.effect(
+  Labels,
+  Effect.gen(function*() {
+    const inner = yield* Labels
+    const sql = yield* SqlClient.SqlClient
+    return Labels.make({
+      ...inner,
+      update: (userId, emailIds, change) =>
+        Effect.suspend(() => {
+          const gone = doomed
+          doomed = undefined
+          return gone === undefined ? Effect.void : Effect.orDie(sql`DELETE FROM emails WHERE id = ${gone}`)
+        }).pipe(Effect.zipRight(inner.update(userId, emailIds, change)))
+    })
+  })
+).pipe(Layer.provide(Labels.Default))
+
+const racing = Filters.DefaultWithoutDependencies.pipe(
+  Layer.provide(deletingLabels),
+  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(DependencyHealth.Default),
+  Layer.provideMerge(testDatabase)
+)
+
+layer(racing, { timeout: "60 seconds" })("A filter run meeting mail deleted meanwhile", (it) => {
+  it.effect("changes the rest of the batch and counts only the emails it changed", () =>
+    Effect.gen(function*() {
+      const filters = yield* Filters
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const emails = yield* Effect.forEach([1, 2, 3], (n) => insertEmail(mailbox, { subject: `Invoice ${n}`, receivedMinutesAgo: n, from: "billing@acme.test" }))
+      const created = yield* filters.create(mailbox.owner.userId, { conditions: { from: ["acme.test"] }, actions: { add_labels: ["paid"] } })
+      doomed = emails[1]!.id
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, false)).toMatchObject({ scanned: 3, matched: 3, changed: 2 })
+      const sql = yield* SqlClient.SqlClient
+      const paid = yield* sql<{ id: string }>`SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId} AND 'paid' = ANY(labels) ORDER BY id`
+      expect(paid.map((row) => row.id)).toEqual([emails[0]!.id, emails[2]!.id].sort())
+    }))
+
+  it.effect("fails with the database's failure instead of answering as if the mail were changed", () =>
+    Effect.gen(function*() {
+      const filters = yield* Filters
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const emails = yield* Effect.forEach([1, 2], (n) => insertEmail(mailbox, { subject: `Invoice ${n}`, receivedMinutesAgo: n, from: "billing@acme.test" }))
+      const created = yield* filters.create(mailbox.owner.userId, { conditions: { from: ["acme.test"] }, actions: { add_labels: ["paid"] } })
+      // One email gone sends the batch one email at a time; the other's change then fails in the database.
+      yield* sql`CREATE FUNCTION refuse_paid() RETURNS trigger LANGUAGE plpgsql AS $$
+                 BEGIN IF 'paid' = ANY(NEW.labels) THEN RAISE EXCEPTION 'disk full'; END IF; RETURN NEW; END $$`
+      yield* sql`CREATE TRIGGER refuse_paid BEFORE UPDATE ON emails FOR EACH ROW EXECUTE FUNCTION refuse_paid()`
+      doomed = emails[0]!.id
+      const failed = yield* Effect.flip(filters.apply(mailbox.owner.userId, created.filter_id, false)).pipe(
+        Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_paid ON emails`.pipe(Effect.zipRight(sql`DROP FUNCTION refuse_paid()`))))
+      )
+      expect(failed._tag).toBe("SqlError")
     }))
 })
