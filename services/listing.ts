@@ -82,8 +82,11 @@ export const parseSort = <F extends string>(value: string | undefined, fallback:
   return { field: field as F, direction: direction === "asc" ? "asc" : "desc" }
 }
 
+/** A page's length when a list is asked for without `limit`: every list's, search's and the MCP tools'. */
+export const DEFAULT_PAGE_LIMIT = 20
+
 export const page = (params: { readonly limit?: number | undefined; readonly offset?: number | undefined }): Page => ({
-  limit: params.limit ?? 20,
+  limit: params.limit ?? DEFAULT_PAGE_LIMIT,
   offset: params.offset ?? 0
 })
 

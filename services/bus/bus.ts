@@ -52,10 +52,6 @@ export const subjects = {
   draftScheduled: "signals.draft_scheduled"
 } as const
 
-/** Which stream a subject belongs to. */
-export const streamOf = (subject: string): StreamName | undefined =>
-  subject.startsWith("mail.") ? "mail" : subject.startsWith("events.") ? "events" : undefined
-
 /** Does `subject` match a NATS-style `filter` (`*` one token, `>` the rest)? */
 export const subjectMatches = (filter: string, subject: string): boolean => {
   const f = filter.split(".")

@@ -68,6 +68,9 @@ export const fromNameColumns = "e.from_name, CASE WHEN e.from_name IS NULL THEN 
 export const ccColumns = "e.cc_addresses, CASE WHEN e.cc_addresses IS NULL THEN e.headers->'cc' END AS cc_header"
 
 /** Columns of `EmailRow`, for `SELECT ${emailColumns} FROM emails e`. */
+/** How much of an email's text a list shows (`snippet`): its first 200 characters, white space around them trimmed. */
+export const snippetColumn = "left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet"
+
 export const emailColumnList = [
   "e.id",
   "e.direction",
@@ -88,7 +91,7 @@ export const emailColumnList = [
   "e.rcpt_to",
   "e.has_attachments",
   "e.size",
-  "left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet",
+  snippetColumn,
   "e.labels",
   "e.authentication",
   "e.authentication_results",
@@ -104,8 +107,6 @@ export const extractedColumn = "e.extracted::text AS extracted"
 
 /** Columns of `EmailBodyRow`, for `SELECT ${emailBodyColumns} FROM emails e`. */
 export const emailBodyColumnList = `${emailColumnList}, e.headers, e.text_body, e.html_body, ${extractedColumn}`
-
-export const SNIPPET_LENGTH = 200
 
 /**
  * The addresses of a stored address header, for an email stored before its Cc and Reply-To were kept,

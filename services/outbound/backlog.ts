@@ -50,8 +50,8 @@ export class OutboundBacklog extends Effect.Service<OutboundBacklog>()("mailroom
           Metric.set(oldestGauge, oldestQueuedSeconds)
         ], { discard: true })
       }),
-      // A database outage is told by whoever meets it (DependencyHealth); the figures wait for the next sample.
-      Effect.catchAll(() => Effect.void)
+      // The figures wait for the next sample; said, since stale figures are what readiness reports meanwhile.
+      Effect.catchAll((error) => Effect.logWarning("Outbound backlog not sampled", error))
     )
     yield* sample.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.interruptible, Effect.forkScoped)
     return { latest: Effect.sync(() => latest) } as const

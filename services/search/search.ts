@@ -18,7 +18,8 @@ import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } 
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { narrowedIfAny } from "../mail/narrowing.ts"
 import { checkRange } from "../mail/received-range.ts"
-import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
+import { ccColumns, ccOf, fromNameColumns, fromNameOf, type HeaderValue, snippetColumn } from "../mail/records.ts"
+import { DEFAULT_PAGE_LIMIT } from "../listing.ts"
 import type { Direction } from "../mail/schemas.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { reachesMailbox } from "../accounts/reach.ts"
@@ -144,7 +145,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
 
     const run = (userId: string, only: ReadonlyArray<string> | undefined, input: SearchInput, query: string) =>
       Effect.gen(function*() {
-        const limit = input.limit ?? 20
+        const limit = input.limit ?? DEFAULT_PAGE_LIMIT
         const offset = input.offset ?? 0
         const mode = input.mode ?? "hybrid"
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
@@ -177,7 +178,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.from_name, p.from_header,
                  p.to_addresses, p.cc_addresses, p.cc_header, p.sent_at, p.snippet, p.labels, p.mailbox_id, p.thread_id, p.direction
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT e.id, e.subject, e.from_address, ${sql.literal(fromNameColumns)}, e.to_addresses, ${sql.literal(ccColumns)}, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels,
+            SELECT e.id, e.subject, e.from_address, ${sql.literal(fromNameColumns)}, e.to_addresses, ${sql.literal(ccColumns)}, e.sent_at, ${sql.literal(snippetColumn)}, e.labels,
                    e.mailbox_id, e.thread_id, e.direction, v.n
             FROM visible v JOIN emails e ON e.id = v.id
             WHERE v.n > ${offset} AND v.n <= ${offset + limit}

@@ -14,7 +14,7 @@ import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.
 import { Schedule } from "../../../services/schedule/schedule.ts"
 import { AvailabilityParams, DEFAULT_LIMIT, DEFAULT_SLOTS, MAX_ITEMS, MAX_MAILBOXES, ScheduleParams } from "../../../services/schedule/schemas.ts"
 import { RespondInput } from "../../../services/invitations/schemas.ts"
-import { IntBetween, page } from "../../../services/listing.ts"
+import { DEFAULT_PAGE_LIMIT, IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Emails } from "../../../services/mail/emails.ts"
@@ -85,7 +85,7 @@ const withPaging = (input: unknown, answer: unknown): unknown => {
   if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return answer
   const { total } = answer as { readonly total?: unknown }
   if (typeof total !== "number" || "has_more" in answer) return answer
-  const { limit = 20, offset = 0 } = input as { readonly limit?: number; readonly offset?: number }
+  const { limit = DEFAULT_PAGE_LIMIT, offset = 0 } = input as { readonly limit?: number; readonly offset?: number }
   const more = offset + limit < total
   return { ...answer, has_more: more, ...(more ? { next_offset: offset + limit } : {}) }
 }
