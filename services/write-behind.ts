@@ -3,9 +3,11 @@
  * under a key, merged with what is noted there already, and written in batches. A value stays visible
  * to this process from the moment it is noted until its batch's statement has committed, including
  * while that statement runs, so a read that looks here and then in the database never misses it. A
- * batch that could not be written is noted again for the next attempt.
+ * batch that could not be written is noted again for the next attempt. Its owner flushes once more as
+ * it closes, after its periodic flush has stopped (a flush's statement finishes first), so that nothing
+ * noted is left behind.
  */
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 
 export interface WriteBehind<V> {
   /** Note `value` under `key`, merged with a value noted there and not yet written. */
@@ -46,17 +48,18 @@ export const writeBehind = <V>(merge: (noted: V, newer: V) => V): WriteBehind<V>
         pending = new Map()
         writing.add(batch)
         return write(batch).pipe(
-          Effect.catchAll((error) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                // Merged under what was noted since, which is newer.
-                const since = pending
-                pending = new Map(batch)
-                for (const [key, value] of since) note(key, value)
-              }),
-              failed(error)
-            )
+          // Not written (failed, or died): noted again, merged under what was noted since, which is newer.
+          Effect.onExit((exit) =>
+            Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => {
+              const since = pending
+              pending = new Map(batch)
+              for (const [key, value] of since) note(key, value)
+            })
           ),
+          // A statement begun is seen to its end, at shutdown too: interrupted, it might have committed
+          // or not, and the batch could be neither kept nor dropped with certainty.
+          Effect.uninterruptible,
+          Effect.catchAll(failed),
           Effect.ensuring(Effect.sync(() => writing.delete(batch)))
         )
       })

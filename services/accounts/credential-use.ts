@@ -47,8 +47,9 @@ export class CredentialUse extends Context.Tag("mailroom/CredentialUse")<Credent
         )
       const flush = Effect.zipRight(write(keys, "api_keys", "API key"), write(sessions, "sessions", "session"))
 
-      yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+      // The last flush, as the service closes: after the periodic one has stopped (finalizers run last first).
       yield* Effect.addFinalizer(() => flush)
+      yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
 
       return {
         touchKey: (keyId) => keys.note(keyId, new Date()),

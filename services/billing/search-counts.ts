@@ -44,8 +44,9 @@ export class SearchCounts extends Effect.Service<SearchCounts>()("mailroom/Searc
       (error) => health.report("Could not record search counts; will retry", Cause.fail(error))
     ))
 
-    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+    // The last flush, as the service closes: after the periodic one has stopped (finalizers run last first).
     yield* Effect.addFinalizer(() => flush)
+    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
 
     return {
       /** Count one search of `userId`; written with the next batch. */

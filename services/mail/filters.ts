@@ -211,8 +211,9 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
           WHERE f.id = v.id`.pipe(Effect.asVoid),
       (error) => health.report("Could not record filter matches; will retry", Cause.fail(error))
     )
-    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+    // The last flush, as the service closes: after the periodic one has stopped (finalizers run last first).
     yield* Effect.addFinalizer(() => flush)
+    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
 
     /**
      * The account's filters, by default in the order they apply (oldest first); those of one mailbox

@@ -5,7 +5,7 @@
  * suggestions; no limit depends on them.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Duration, Effect, Schedule } from "effect"
+import { Cause, Duration, Effect, FiberSet, Schedule } from "effect"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { writeBehind } from "../write-behind.ts"
 
@@ -57,8 +57,11 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
       (error) => health.report("Could not record search queries; will retry", Cause.fail(error))
     )
 
-    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+    // The last flush, as the service closes: after the periodic one has stopped (finalizers run last first).
     yield* Effect.addFinalizer(() => flush)
+    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+    // A full batch is written at once, by a fiber of the service's (not a daemon outliving its database).
+    const flushNow = yield* FiberSet.makeRuntime<never, void, never>()
 
     return {
       /** Note one search of `query` (one of at most MAX_REMEMBERED_CHARS); written with the next batch. */
@@ -67,7 +70,8 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
           if (query.length > MAX_REMEMBERED_CHARS) return Effect.void
           const normalized = query.toLowerCase()
           noted.note(`${userId}\u0000${normalized}`, { userId, normalized, query, uses: 1, at: new Date() })
-          return noted.size() >= BATCH_SIZE ? Effect.forkDaemon(flush).pipe(Effect.asVoid) : Effect.void
+          if (noted.size() >= BATCH_SIZE) flushNow(flush)
+          return Effect.void
         }),
       /**
        * Queries of `userId` noted and not written yet (or being written) that start with `prefix` (lower

@@ -50,4 +50,27 @@ describe("writeBehind", () => {
       const empty = sum()
       yield* empty.flush(() => Effect.die("not called"), () => Effect.void)
     }))
+
+  it.effect("a write that dies notes its batch again; one interrupted (the service closing) finishes its statement first", () =>
+    Effect.gen(function*() {
+      const buffer = sum()
+      buffer.note("a", 1)
+      const died = yield* Effect.exit(buffer.flush(() => Effect.die("driver broke"), () => Effect.void))
+      expect(died._tag).toBe("Failure")
+      expect(buffer.unwrittenAt("a")).toEqual([1])
+
+      const started = yield* Deferred.make<void>()
+      const finish = yield* Deferred.make<void>()
+      const written: Array<ReadonlyMap<string, number>> = []
+      const flushing = yield* Effect.fork(buffer.flush(
+        (batch) => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Deferred.await(finish)), Effect.zipRight(Effect.sync(() => written.push(batch)))),
+        () => Effect.void
+      ))
+      yield* Deferred.await(started)
+      const interrupting = yield* Effect.fork(Fiber.interrupt(flushing))
+      yield* Deferred.succeed(finish, undefined)
+      yield* Fiber.join(interrupting)
+      expect(written.map((batch) => [...batch])).toEqual([[["a", 1]]])
+      expect(buffer.unwritten()).toEqual([])
+    }))
 })
