@@ -1,6 +1,7 @@
 /**
  * The SMTP client port over nodemailer's SMTPConnection: connect (TLS or opportunistic STARTTLS),
- * EHLO with our name, AUTH when the target has credentials, MAIL FROM, one RCPT per recipient, DATA.
+ * EHLO with our name, AUTH when the target has credentials (over TLS only, unless the host is loopback),
+ * MAIL FROM, one RCPT per recipient, DATA.
  *
  * Connections are cached, as Postfix's smtp client caches them: after a transaction the connection
  * is reset (RSET) and kept for the next transaction to the same host, port, credentials and HELO name,
@@ -10,6 +11,7 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import SMTPConnection from "nodemailer/lib/smtp-connection"
+import { isLoopbackHost } from "../src/config.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { type RecipientOutcome, SmtpFailure, SmtpTransport, type SmtpTarget } from "../services/outbound/transport.ts"
 
@@ -99,6 +101,32 @@ const withSmtpUtf8 = (connection: SMTPConnection) => {
   return () => {
     reached._sendCommand = original
   }
+}
+
+/**
+ * Why a message cannot go to this server as it is, as the permanent answer its recipients get: a
+ * message needing SMTPUTF8 (a UTF-8 header, a non-ASCII address: what submission could not make 7-bit,
+ * services/outbound/seven-bit.ts) to a server that does not offer it (RFC 6531 §3.2), 8-bit content
+ * to one that offers no 8BITMIME (RFC 6152 §3). Sent anyway, such mail reaches its readers garbled
+ * or is lost in a server that could not handle it.
+ */
+const beyondServer = (connection: SMTPConnection, message: Message, bits: { readonly eightBitMime: boolean; readonly smtpUtf8: boolean }) => {
+  const offered = (connection as unknown as { readonly _supportedExtensions?: ReadonlyArray<string> })._supportedExtensions ?? []
+  const international = bits.smtpUtf8 || [message.from, ...message.to].some((address) => /[^\x00-\x7f]/.test(address))
+  if (international && !offered.includes("SMTPUTF8")) {
+    return {
+      code: 553,
+      response:
+        "553 5.6.7 The receiving server does not take internationalized addresses (it offers no SMTPUTF8): this message's UTF-8 address or header cannot be sent to it"
+    }
+  }
+  if (bits.eightBitMime && !offered.includes("8BITMIME")) {
+    return {
+      code: 554,
+      response: "554 5.6.3 The receiving server does not take 8-bit mail (it offers no 8BITMIME), and this message's 8-bit content was not converted"
+    }
+  }
+  return undefined
 }
 
 /** How long an idle connection is kept (Postfix: smtp_connection_cache_time_limit, 2 s). */
@@ -200,6 +228,20 @@ const makeTransport = (timeouts: Timeouts) => {
       if (error) return finishWith(pooled, { error: failure(error as NodemailerError), broken: true })
       withoutDelay(connection)
       if (target.auth === undefined) return handOver()
+      // A password crosses a network encrypted only: over smtps, or after STARTTLS (opportunistic above,
+      // so a server that offers none leaves the session in the clear). On a loopback host it stays on
+      // this machine, as submission's own AUTH in the clear does (src/smtp/submission.ts).
+      if (!target.secure && !connection.secure && !isLoopbackHost(target.host)) {
+        return finishWith(pooled, {
+          error: new SmtpFailure({
+            code: undefined,
+            response: `${target.serverName ?? target.host} does not offer STARTTLS, and the password is not sent in the clear`,
+            unreachable: false,
+            encryptionMissing: true
+          }),
+          broken: true
+        })
+      }
       connection.login({ user: target.auth.user, pass: target.auth.pass }, (error) => {
         if (!error) return handOver()
         const refused = failure(error as NodemailerError)
@@ -222,8 +264,13 @@ const makeTransport = (timeouts: Timeouts) => {
   /** One transaction on `pooled`; the outcome says whether the connection can carry another. */
   const transact = (pooled: Pooled, message: Message, done: (outcome: Outcome) => void) => {
     pooled.current = done
-    pooled.uses++
     const bits = eightBit(message.raw)
+    // What the server cannot be given is not sent to it: nothing goes over the connection, which stays sound.
+    const unsendable = beyondServer(pooled.connection, message, bits)
+    if (unsendable !== undefined) {
+      return finishWith(pooled, { ok: message.to.map((recipient) => ({ recipient, ...unsendable, stage: "data" as const })) })
+    }
+    pooled.uses++
     // MAIL FROM is written within send(), before it returns: the amendment is undone right after.
     const restore = bits.smtpUtf8 ? withSmtpUtf8(pooled.connection) : () => {}
     const envelope = { from: message.from, to: [...message.to], use8BitMime: bits.eightBitMime }

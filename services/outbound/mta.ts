@@ -425,6 +425,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             if (failure.loginRefused === true) {
               return [...outcomes, ...each(waiting.slice(taken), "deferred", `451 4.7.0 ${route.name} refused the login: ${failure.response}`)]
             }
+            // A relay with credentials that offers no STARTTLS: the password stays unsent and the mail waits, deferred.
+            if (failure.encryptionMissing === true) {
+              const response = `451 4.7.10 ${failure.response}: use smtps:// or a relay that offers STARTTLS (SMTP_RELAY_URL)`
+              yield* Effect.logWarning(`Delivery deferred: ${response}`)
+              return [...outcomes, ...each(waiting.slice(taken), "deferred", response)]
+            }
             last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
             // A permanent refusal of the whole message (sender, data) is the domain's answer; it suppresses
             // no address unless it says the addresses take no mail (a DATA "550 5.1.1"), never for a refused sender.

@@ -53,6 +53,16 @@ export const withAsciiDomain = (value: string): string => {
   return `${value.slice(0, at)}@${domainToASCII(domain) || domain}`
 }
 
+/** Why an internationalized mailbox name (RFC 6531) is refused, by the API and by submission alike. */
+export const INTERNATIONAL_MAILBOX = "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to"
+
+/** An address but for its mailbox name, which is not ASCII (`jürgen@example.com`). */
+export const hasInternationalMailboxName = (value: string): boolean => {
+  const ascii = withAsciiDomain(value)
+  const at = ascii.lastIndexOf("@")
+  return at > 0 && /[^\x00-\x7f]/.test(ascii.slice(0, at)) && isAddress(`x@${ascii.slice(at + 1)}`)
+}
+
 /** Why `value` is not an address Mailroom sends to, in the words a caller acts on. */
 const addressRefusal = (value: string): string => {
   // "Ada <ada@example.com>", as a mail program writes it: the name has a field of its own.
@@ -61,10 +71,7 @@ const addressRefusal = (value: string): string => {
   }
   // An internationalized mailbox name (RFC 6531) is an address, but one only servers that take SMTPUTF8
   // receive, with nothing to fall back to for the others: Mailroom does not send to them.
-  const at = value.lastIndexOf("@")
-  if (at > 0 && /[^\x00-\x7f]/.test(value.slice(0, at)) && isAddress(`x@${value.slice(at + 1)}`)) {
-    return "must have an ASCII name before the @: internationalized mailbox names (SMTPUTF8) are not sent to"
-  }
+  if (hasInternationalMailboxName(value)) return INTERNATIONAL_MAILBOX
   return "must be an email address such as name@example.com"
 }
 

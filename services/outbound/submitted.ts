@@ -2,7 +2,8 @@
  * A message a client composed itself and submitted over SMTP (RFC 6409), made ready to send: what a
  * message submission agent checks and completes before the message leaves (§8), and nothing more.
  * Its MIME, headers and body are the client's and go out as written, so that what the client kept
- * as sent is what its recipients get.
+ * as sent is what its recipients get, save 8-bit text, which is made 7-bit where that keeps its
+ * meaning (seven-bit.ts: quoted-printable bodies, encoded words): not every receiving server takes 8-bit mail.
  *
  * - The header From must be the sending mailbox's address, alone: the client cannot send as anyone
  *   else, and the DKIM signature vouches for that address's domain. A Sender (or Resent-From,
@@ -13,6 +14,7 @@
  */
 import { flatAddresses } from "../mail/address-fields.ts"
 import { MAX_LINE } from "./compose.ts"
+import { sevenBit } from "./seven-bit.ts"
 
 export interface SubmittedHeaders {
   /** The message to sign and send, with CRLF line ends. */
@@ -117,7 +119,7 @@ export const prepareSubmitted = (
   const fieldsOut = clientId === undefined ? kept.filter((field) => field.name !== "message-id") : kept
   return {
     ok: {
-      raw: Buffer.from(added.join("") + fieldsOut.map((field) => field.text).join("") + "\r\n" + body, "latin1"),
+      raw: sevenBit(Buffer.from(added.join("") + fieldsOut.map((field) => field.text).join("") + "\r\n" + body, "latin1")),
       messageId: clientId ?? options.messageId
     }
   }

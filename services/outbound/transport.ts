@@ -41,6 +41,8 @@ export class SmtpFailure extends Data.TaggedError("SmtpFailure")<{
   readonly unreachable: boolean
   /** The server refused our login (a relay's credentials): our problem to fix, not the recipients'. */
   readonly loginRefused?: boolean | undefined
+  /** The target has credentials and is not on loopback, but the session could not be encrypted: the password was not sent. */
+  readonly encryptionMissing?: boolean | undefined
   /** The command it refused, when it answered one: MAIL FROM refuses the sender, DATA the message; neither the recipients' addresses. */
   readonly command?: string | undefined
 }> {}

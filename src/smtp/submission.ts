@@ -11,7 +11,8 @@
  *   loopback host, and refused elsewhere (538: a key must not cross a network unencrypted). Three
  *   failed AUTHs end the session (421).
  * - At most MAX_RECIPIENTS recipients a message (452 4.5.3 for one more); a recipient the API would
- *   refuse as no email address (no domain, one label, an address literal) is refused alone (553 5.1.3). SIZE announces the largest
+ *   refuse as no email address (no domain, one label, an address literal) is refused alone (553 5.1.3), one
+ *   with a non-ASCII mailbox name (jürgen@…, which Mailroom does not send to) with 553 5.6.7. SIZE announces the largest
  *   plan's message; the sender's plan holds it at the end of DATA (552 5.3.4).
  * - DATA is answered 250 (`2.0.0 Ok: queued as <email id>`) only once the message is stored as sent
  *   mail and queued for the mta; 451 4.3.0 when that fails or takes longer than the data time-out.
@@ -19,7 +20,7 @@
  */
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
-import { isAddress, MAX_RECIPIENTS, withAsciiDomain } from "../../services/outbound/schemas.ts"
+import { hasInternationalMailboxName, INTERNATIONAL_MAILBOX, isAddress, MAX_RECIPIENTS, withAsciiDomain } from "../../services/outbound/schemas.ts"
 import { TooManyConnections } from "../../services/mail/refusals.ts"
 import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
@@ -134,6 +135,10 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         return callback(replyError(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`))
+      }
+      // An internationalized mailbox name: the API refuses it too, and says why (RFC 6531 §3.7.4.1's code).
+      if (hasInternationalMailboxName(address.address)) {
+        return callback(replyError(553, `5.6.7 <${address.address}> ${INTERNATIONAL_MAILBOX}`))
       }
       // One the API would refuse (no domain, a single label, an address literal): refused alone, so the rest still go.
       if (!isAddress(withAsciiDomain(address.address))) {

@@ -3,6 +3,7 @@
  * on the shapes mail programs write that the black-box suite (test/outbound/submission.test.ts) does
  * not send: folded fields, display names, case, groups, repeated and malformed fields.
  */
+import { simpleParser } from "mailparser"
 import { describe, expect, it } from "vitest"
 import { prepareSubmitted } from "../../services/outbound/submitted.ts"
 
@@ -75,5 +76,51 @@ describe("prepareSubmitted", () => {
     expect(prepare("From: desk@agents.localhost\r\n\r\nnul\u0000here")).toEqual({
       refused: { field: "message", message: "the message holds a NUL character, which mail may not carry" }
     })
+  })
+
+  it("makes 8-bit text 7-bit without changing what it says: bodies quoted-printable or base64, header text encoded words", async () => {
+    const utf8 = (text: string) => Buffer.from(text, "utf8")
+    const eightBit = (raw: Buffer) => raw.some((byte) => byte > 127)
+    const readyBytes = (message: Buffer) => {
+      const prepared = prepareSubmitted(message, options)
+      if (!("ok" in prepared)) throw new Error(`refused: ${prepared.refused.message}`)
+      return prepared.ok.raw
+    }
+    const plain = utf8(
+      "From: Jürgen Groß <desk@agents.localhost>\r\nTo: \"Zoë, Ops\" <zoe@x.example>, team: ann@x.example;\r\nSubject: Grüße aus Köln — 10 €\r\n" +
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nDie Bücher sind da. \r\nZweite Zeile: ½ Preis\r\n"
+    )
+    const converted = readyBytes(plain)
+    expect(eightBit(converted)).toBe(false)
+    expect(converted.toString("latin1")).toMatch(/^Content-Transfer-Encoding: quoted-printable$/m)
+    const parsed = await simpleParser(converted)
+    expect(parsed.subject).toBe("Grüße aus Köln — 10 €")
+    expect(parsed.from?.value).toEqual([{ name: "Jürgen Groß", address: "desk@agents.localhost" }])
+    expect(parsed.to).toMatchObject({ value: [{ name: "Zoë, Ops", address: "zoe@x.example" }, { name: "team", group: [{ address: "ann@x.example" }] }] })
+    expect(parsed.text).toBe("Die Bücher sind da. \nZweite Zeile: ½ Preis\n")
+
+    // A multipart: each 8-bit part re-encoded (an attachment in base64), its file name as RFC 2231 says.
+    const file = Buffer.from([0x01, 0xff, 0xfe, 0x80, 0x41])
+    const multipart = Buffer.concat([
+      utf8(
+        "From: desk@agents.localhost\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\nContent-Transfer-Encoding: 8bit\r\n\r\n" +
+          "--b1\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Café</p>\r\n--b1\r\nContent-Type: application/octet-stream; name=\"résumé.bin\"\r\n" +
+          "Content-Disposition: attachment; filename=\"résumé.bin\"\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+      ),
+      file,
+      utf8("\r\n--b1--\r\n")
+    ])
+    const parts = readyBytes(multipart)
+    expect(eightBit(parts)).toBe(false)
+    const read = await simpleParser(parts)
+    expect(read.html).toBe("<p>Café</p>")
+    expect(read.attachments.map((a) => [a.filename, a.content])).toEqual([["résumé.bin", file]])
+
+    // An address with a non-ASCII mailbox name has no 7-bit form: left as written (it needs SMTPUTF8).
+    const international = readyBytes(utf8("From: desk@agents.localhost\r\nTo: jürgen@x.example\r\n\r\nHi\r\n"))
+    expect(international.toString("utf8")).toContain("To: jürgen@x.example\r\n")
+    // 7-bit mail is not touched.
+    const ascii = "From: desk@agents.localhost\r\nDate: x\r\nMessage-ID: <a@b>\r\nSubject: Plain\r\n\r\nHello\r\n"
+    expect(ready(ascii).raw).toBe(ascii)
   })
 })
