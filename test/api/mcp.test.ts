@@ -18,9 +18,10 @@ import { awayFromMinuteEdge, until } from "../support/wait.ts"
 
 let suite: SuiteServer
 
+// At info: a call its client gave up is told there.
 useSuiteServer((s) => {
   suite = s
-})
+}, { LOG_LEVEL: "info" })
 
 const connect = async (headers: Record<string, string>) => {
   const mcp = new Client({ name: "mailroom-test", version: "1.0.0" })
@@ -214,6 +215,23 @@ describe("MCP at /mcp", () => {
     const woken = await waiting
     expect(woken.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 8"])
   }, 120_000)
+
+  it("a call whose client goes away (its connection dropped) is given up on the server too: wait_for_email stops waiting", async () => {
+    const inbox = await newBox(suite.url, { user: owner })
+    const logged = suite.server.output().length
+    const giveUp = new AbortController()
+    const waiting = fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${owner.apiKey}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "wait_for_email", arguments: { mailbox_id: inbox.mailboxId, timeout_seconds: 30 } } }),
+      signal: giveUp.signal
+    })
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    giveUp.abort()
+    await expect(waiting).rejects.toThrow()
+    await until("the server gives the call up", async () =>
+      suite.server.output().slice(logged).includes("MCP tool call given up: its client went away") ? true : undefined, 10_000, 100)
+  }, 60_000)
 
   it("waits in a loop that misses none of a burst (oldest first, has_more) and carries on after mail deleted meanwhile", async () => {
     const inbox = await newBox(suite.url, { user: owner })

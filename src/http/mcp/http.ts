@@ -14,7 +14,7 @@
  *   object as JSON, so the model can read and correct it; an unknown tool is a JSON-RPC error.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Layer, Option, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Effect, Exit, FiberSet, Layer, Option, ParseResult, Schema } from "effect"
 import { Authenticator } from "../../../services/accounts/authenticator.ts"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
@@ -147,18 +147,23 @@ const notAllowed = Effect.succeed(HttpServerResponse.unsafeJson(
 const unauthorized = (error: Unauthorized, sent: boolean) =>
   HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", sent ? 'Bearer realm="mailroom", error="invalid_token"' : 'Bearer realm="mailroom"')
 
+/** What the tools' effects need: their services, and DependencyHealth (`orUnavailable`'s). */
+type ToolContext = Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>> | MailboxReach | DependencyHealth
+
+/** Runs one effect of a request as a fiber the request owns, to its exit. */
+type RunForRequest = <A, E>(effect: Effect.Effect<A, E, ToolContext>) => Promise<Exit.Exit<A, E>>
+
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const leases = yield* RateLeases
     const limiter = yield* RateLimiter
     const health = yield* DependencyHealth
-    const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>> | MailboxReach>()
-    const run = Runtime.runPromiseExit(runtime)
+    const runtime = yield* Effect.runtime<ToolContext>()
     const sdk = yield* Effect.cached(Effect.promise(importSdk))
 
-    /** One tool call, as the SDK asks for it. */
-    const call = async (sdk: Sdk, principal: Principal, name: string, args: unknown) => {
+    /** One tool call, as the SDK asks for it, run by the request's `run`. */
+    const call = async (sdk: Sdk, run: RunForRequest, principal: Principal, name: string, args: unknown) => {
       const tool = byName.get(name)
       if (tool === undefined) throw new sdk.McpError(sdk.ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const refused = toolRefusal(principal, tool)
@@ -184,9 +189,10 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             return new ValidationError({ message: `Invalid arguments for ${name}: ${summaryOf(fields)}`, details: fields.details })
           }),
           Effect.tap((input) => admitTool(principal, tool, input)),
-          Effect.flatMap((input) => tool.run(principal, input)),
-          orUnavailable
-        ) as Effect.Effect<unknown, unknown, never>
+          Effect.flatMap((input): Effect.Effect<unknown, unknown, ToolContext> => tool.run(principal, input)),
+          orUnavailable,
+          Effect.onInterrupt(() => Effect.logInfo("MCP tool call given up: its client went away", { tool: name }))
+        )
       )
       if (Exit.isSuccess(exit)) return answered(exit.value)
       const failure = Cause.failureOption(exit.cause)
@@ -195,7 +201,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       return refusal(InternalError.of())
     }
 
-    const serverFor = (sdk: Sdk, principal: Principal) => {
+    const serverFor = (sdk: Sdk, run: RunForRequest, principal: Principal) => {
       const server = new sdk.Server(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS })
       server.setRequestHandler(sdk.ListToolsRequestSchema, async () => ({
         tools: toolsFor(principal).map((tool) => ({
@@ -205,25 +211,38 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           annotations: tool.annotations
         }))
       }))
-      server.setRequestHandler(sdk.CallToolRequestSchema, (request) => call(sdk, principal, request.params.name, request.params.arguments))
+      server.setRequestHandler(sdk.CallToolRequestSchema, (request) => call(sdk, run, principal, request.params.name, request.params.arguments))
       return server
     }
 
     /** Hands the request to a fresh server and transport (stateless), and answers what they answer. */
+    const answer = async (sdk: Sdk, run: RunForRequest, principal: Principal, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) => {
+      const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
+      const server = serverFor(sdk, run, principal)
+      await server.connect(transport)
+      try {
+        const headers = new Headers()
+        for (const [name, value] of Object.entries(request.headers)) headers.set(name, value)
+        const web = new Request(`http://mcp.local${request.url}`, { method: request.method, headers })
+        return await transport.handleRequest(web, parsedBody === undefined ? {} : { parsedBody })
+      } finally {
+        await server.close()
+      }
+    }
+
+    /**
+     * `answer`, whose tool calls run as fibers the request owns: a client that goes away interrupts
+     * them (a wait_for_email stops waiting, a send not made yet is not made), as it does an API
+     * request's; they ran on the server's runtime before, to their end.
+     */
     const serve = (principal: Principal, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) =>
-      Effect.flatMap(sdk, (sdk) => Effect.promise(async () => {
-        const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
-        const server = serverFor(sdk, principal)
-        await server.connect(transport)
-        try {
-          const headers = new Headers()
-          for (const [name, value] of Object.entries(request.headers)) headers.set(name, value)
-          const web = new Request(`http://mcp.local${request.url}`, { method: request.method, headers })
-          return await transport.handleRequest(web, parsedBody === undefined ? {} : { parsedBody })
-        } finally {
-          await server.close()
-        }
-      }))
+      Effect.flatMap(sdk, (sdk) =>
+        Effect.scoped(Effect.gen(function*() {
+          const calls = yield* FiberSet.make()
+          const runPromise = yield* FiberSet.runtimePromise(calls)<ToolContext>().pipe(Effect.provide(runtime.context))
+          const run: RunForRequest = (effect) => runPromise(Effect.exit(effect))
+          return yield* Effect.promise(() => answer(sdk, run, principal, request, parsedBody))
+        })))
 
     /**
      * A request without a good credential counts against its client address's limit, as the API's
