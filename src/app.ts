@@ -3,9 +3,7 @@
  * `main` launches the roles the operator asked for.
  */
 import { SqlClient } from "@effect/sql"
-import { ConfigError, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { createPrivateKey } from "node:crypto"
-import * as fs from "node:fs"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { Authenticator } from "../services/accounts/authenticator.ts"
 import { Principals } from "../services/accounts/principals.ts"
@@ -206,42 +204,25 @@ const vectorIndexAdapter = (config: AppConfigShape, vectorDatabase: ReturnType<t
   })
 
 /**
- * What outbound mail is held to (DESIGN.md §4b), and the DKIM keys it is signed with. A
- * DKIM_PRIVATE_KEY that is not a usable private key (PEM, or a path to a PEM file) stops the start.
+ * What outbound mail is held to (DESIGN.md §4b), and the DKIM keys it is signed with (DKIM_PRIVATE_KEY
+ * read by config.ts).
  */
 export const outboundLayer = (config: AppConfigShape) =>
-  DkimKeys.Default.pipe(Layer.provideMerge(Layer.effect(OutboundSettings, Effect.gen(function*() {
-    const dkimPrivateKey = yield* Option.match(config.dkimPrivateKey, {
-      onNone: () => Effect.succeed(Option.none<string>()),
-      onSome: (secret) => Effect.map(readPrivateKey(Redacted.value(secret)), Option.some)
-    })
-    return {
-      relay: config.smtpRelay,
-      mxPort: config.outboundSmtpPort,
-      heloName: Option.getOrElse(config.smtpHeloName, () => config.mxHost),
-      maxAge: config.outboundMaxAge,
-      retryDelays: config.outboundRetryDelays,
-      dkimSelector: config.dkimSelector,
-      dkimPrivateKey,
-      appUrl: config.appUrl,
-      // RFC 5321 §4.5.3.2 asks 5 minutes for MAIL and RCPT and 10 for the answer to the message's final
-      // dot. At 60 s, a receiver that took 65 s to check a message was sent it again on every retry, and
-      // the delivery ended failed; 5 minutes serves such receivers without holding a delivery for 10 on
-      // a server gone silent.
-      timeouts: { connect: Duration.seconds(30), command: Duration.minutes(5) }
-    }
-  }))))
-
-/** DKIM_PRIVATE_KEY: the PEM itself (newlines may be written `\n`), or a file holding it. */
-const readPrivateKey = (value: string) =>
-  Effect.try({
-    try: () => {
-      const pem = value.includes("-----BEGIN") ? value.replace(/\\n/g, "\n") : fs.readFileSync(value, "utf8")
-      return createPrivateKey(pem).export({ type: "pkcs8", format: "pem" }).toString()
-    },
-    catch: (cause) =>
-      ConfigError.InvalidData(["DKIM_PRIVATE_KEY"], `Expected a PEM private key or the path of a file holding one (${cause instanceof Error ? cause.message : String(cause)})`)
-  })
+  DkimKeys.Default.pipe(Layer.provideMerge(Layer.succeed(OutboundSettings, {
+    relay: config.smtpRelay,
+    mxPort: config.outboundSmtpPort,
+    heloName: Option.getOrElse(config.smtpHeloName, () => config.mxHost),
+    maxAge: config.outboundMaxAge,
+    retryDelays: config.outboundRetryDelays,
+    dkimSelector: config.dkimSelector,
+    dkimPrivateKey: Option.map(config.dkimPrivateKey, Redacted.value),
+    appUrl: config.appUrl,
+    // RFC 5321 §4.5.3.2 asks 5 minutes for MAIL and RCPT and 10 for the answer to the message's final
+    // dot. At 60 s, a receiver that took 65 s to check a message was sent it again on every retry, and
+    // the delivery ended failed; 5 minutes serves such receivers without holding a delivery for 10 on
+    // a server gone silent.
+    timeouts: { connect: Duration.seconds(30), command: Duration.minutes(5) }
+  })))
 
 /** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
 export const paymentsLayer = (config: AppConfigShape) =>

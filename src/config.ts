@@ -3,6 +3,7 @@
  * A bad value stops the process with a message naming the variable.
  */
 import { accessSync, constants, readFileSync } from "node:fs"
+import { createPrivateKey } from "node:crypto"
 import { isIP } from "node:net"
 import { createSecureContext } from "node:tls"
 import { Config, ConfigError, ConfigProvider, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
@@ -337,7 +338,8 @@ export const appConfig = Config.all({
     Config.withDefault("mailroom"),
     check("DKIM_SELECTOR", "Expected a DNS label (letters, digits, -)", (value: string) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(value))
   ),
-  dkimPrivateKey: Config.option(Config.redacted("DKIM_PRIVATE_KEY")),
+  // Read at once (a start that cannot sign is told so before the database is opened), kept as PKCS #8 PEM.
+  dkimPrivateKey: Config.option(Config.redacted("DKIM_PRIVATE_KEY").pipe(Config.mapOrFail((secret) => Either.map(readPrivateKey(Redacted.value(secret)), Redacted.make)))),
   /** Refuse (550 5.7.1) inbound mail that fails DMARC under its From domain's p=reject. */
   dmarcEnforce: Config.boolean("DMARC_ENFORCE").pipe(Config.withDefault(false)),
   /** Check inbound SPF, DKIM, DMARC and ARC (false: a gateway in front checks already). */
@@ -421,6 +423,17 @@ const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.
     )
   )
 }
+
+/** DKIM_PRIVATE_KEY: the PEM itself (newlines may be written `\n`), or a file holding it. */
+const readPrivateKey = (value: string): Either.Either<string, ConfigError.ConfigError> =>
+  Either.try({
+    try: () => {
+      const pem = value.includes("-----BEGIN") ? value.replace(/\\n/g, "\n") : readFileSync(value, "utf8")
+      return createPrivateKey(pem).export({ type: "pkcs8", format: "pem" }).toString()
+    },
+    catch: (cause) =>
+      ConfigError.InvalidData(["DKIM_PRIVATE_KEY"], `Expected a PEM private key or the path of a file holding one (${cause instanceof Error ? cause.message : String(cause)})`)
+  })
 
 /** STARTTLS needs both halves of the key pair, readable; anything less is a mistake worth stopping for. */
 const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {

@@ -28,7 +28,9 @@ const run = (env: Record<string, string>) =>
     let output = ""
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
-    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+    // Seven starts at once (describe.concurrent), a database created and migrated by some: on two busy
+    // cores, half a minute was not always enough.
+    const timer = setTimeout(() => child.kill("SIGKILL"), 55_000)
     // "close", not "exit": only then has everything the process printed been read.
     child.on("close", (code) => {
       clearTimeout(timer)
@@ -280,7 +282,7 @@ describe.concurrent("a start that fails", () => {
     } finally {
       await taken.release()
     }
-  })
+  }, 120_000)
 
   it("stops naming the directory when DATA_DIR takes no directories (/proc: it spun for ever before)", async () => {
     const { code, output } = await run({ DATA_DIR: "/proc", PORT: String(await freePort()), SMTP_PORT: String(await freePort()) })
