@@ -11,7 +11,7 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import SMTPConnection from "nodemailer/lib/smtp-connection"
-import { isLoopbackHost } from "../src/config.ts"
+import { isLoopbackHost } from "../services/dns/addresses.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { type RecipientOutcome, SmtpFailure, SmtpTransport, type SmtpTarget } from "../services/outbound/transport.ts"
 

@@ -10,6 +10,7 @@ import { Config, ConfigError, ConfigProvider, Duration, Effect, Either, Layer, L
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
 import { DEFAULT_SPF_RECORD } from "../services/domains/domains.ts"
+import { isLoopbackHost } from "../services/dns/addresses.ts"
 import { isHostName } from "../services/domains/names.ts"
 import { normalizeDomain, parseAddress } from "../services/mailboxes/rules.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
@@ -602,8 +603,6 @@ export const inboundChecksRole = (config: Pick<AppConfigShape, "verifyInbound" |
   !config.verifyInbound ? undefined : config.dmarcEnforce ? "smtp" : "worker"
 
 /** A host name or address only this machine reaches. */
-export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
-
 /** A mail listener as a mail program is told to reach it: `localhost` on loopback, else MX_HOST (its certificate's name). */
 const mailEndpoint = (config: AppConfigShape, listening: string, startTlsPort: Option.Option<number>, tlsPort: Option.Option<number>) =>
   Option.map(Option.orElse(startTlsPort, () => tlsPort), (port) => ({

@@ -126,3 +126,6 @@ export const firstNonPublic = (addresses: ReadonlyArray<string>): { address: str
   }
   return undefined
 }
+
+/** A listener's or server's host that is this machine itself (its name, or a loopback address): what is sent there stays here. */
+export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
