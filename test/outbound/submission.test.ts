@@ -218,9 +218,13 @@ describe("SMTP submission", () => {
     expect(arrived.raw.toString()).toContain("\r\n\r\nThursday at ten.\r\n")
     expect(arrived.raw.toString()).not.toMatch(/^Bcc:/im)
     expect((await deliveredTo("boss@partner.test", "Thursday at ten")).raw.equals(arrived.raw)).toBe(true)
-    const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
-    expect(data!.data.thread_id).toBe(question!.data.thread_id)
-    expect(data!.data.message_id).toBe(`<${emailId}@agents.localhost>`)
+    const sent = await until("the reply read back", async () => {
+      const { data, response } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      if (response.status !== 200 && response.status !== 404) throw new Error(`GET /v1/api/emails/${emailId} answered ${response.status}`)
+      return data?.data
+    }, 10_000)
+    expect(sent.thread_id).toBe(question!.data.thread_id)
+    expect(sent.message_id).toBe(`<${emailId}@agents.localhost>`)
   })
 
   it("refuses, with a reply that says why, what a key may not send, and counts each reply by its code", async () => {
