@@ -50,8 +50,9 @@ export class OutboundBacklog extends Effect.Service<OutboundBacklog>()("mailroom
           Metric.set(oldestGauge, oldestQueuedSeconds)
         ], { discard: true })
       }),
-      // The figures wait for the next sample; said, since stale figures are what readiness reports meanwhile.
-      Effect.catchAll((error) => Effect.logWarning("Outbound backlog not sampled", error))
+      // The figures wait for the next sample. A database outage is told once by DependencyHealth (a
+      // warning each sample repeated it, with a stack); another failure is at debug, not swallowed unseen.
+      Effect.catchAll((error) => Effect.logDebug("Outbound backlog not sampled", error))
     )
     yield* sample.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.interruptible, Effect.forkScoped)
     return { latest: Effect.sync(() => latest) } as const
