@@ -52,7 +52,7 @@ export class OutboundBacklog extends Effect.Service<OutboundBacklog>()("mailroom
       }),
       // The figures wait for the next sample. A database outage is told once by DependencyHealth (a
       // warning each sample repeated it, with a stack); another failure is at debug, not swallowed unseen.
-      Effect.catchAll((error) => Effect.logDebug("Outbound backlog not sampled", error))
+      Effect.catchAll((error) => Effect.logDebug(`Outbound backlog not sampled: ${error.message}`))
     )
     yield* sample.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.interruptible, Effect.forkScoped)
     return { latest: Effect.sync(() => latest) } as const
