@@ -28,6 +28,19 @@ const row = (userId: string) =>
     sql<{ plan: string; status: string; stripeSubscriptionId: string | null }>`
       SELECT plan, status, stripe_subscription_id FROM subscriptions WHERE user_id = ${userId}`).pipe(Effect.map((rows) => rows[0]))
 
+/** The subscription `common` names, updated at `common.at` to an active pro plan for 30 days (a new event id each time). */
+const subscriptionUpdated = (common: { readonly userId: string; readonly customerId: string; readonly subscriptionId: string; readonly at: Date }): BillingEvent => ({
+  ...common,
+  eventId: uniqueName("evt"),
+  eventType: "customer.subscription.updated",
+  kind: "subscription-changed",
+  plan: "pro",
+  status: "active",
+  periodStart: common.at,
+  periodEnd: new Date(common.at.getTime() + 30 * 86400_000),
+  cancelAtPeriodEnd: false
+})
+
 layer(services, { timeout: "60 seconds", excludeTestServices: true })("Billing.applyEvent", (it) => {
   it.effect("customer.subscription.deleted applied before an update of the same second: the update does not revive the subscription", () =>
     Effect.gen(function*() {
@@ -39,17 +52,7 @@ layer(services, { timeout: "60 seconds", excludeTestServices: true })("Billing.a
       const common = { userId, customerId, subscriptionId, at }
       const paid: BillingEvent = { ...common, eventId: uniqueName("evt"), eventType: "checkout.session.completed", kind: "checkout-completed", plan: "pro", at: new Date(at.getTime() - 60_000) }
       expect(yield* billing.applyEvent(paid)).toBe("applied")
-      const updated: BillingEvent = {
-        ...common,
-        eventId: uniqueName("evt"),
-        eventType: "customer.subscription.updated",
-        kind: "subscription-changed",
-        plan: "pro",
-        status: "active",
-        periodStart: at,
-        periodEnd: new Date(at.getTime() + 30 * 86400_000),
-        cancelAtPeriodEnd: false
-      }
+      const updated = subscriptionUpdated(common)
       const deleted: BillingEvent = { ...common, eventId: uniqueName("evt"), eventType: "customer.subscription.deleted", kind: "subscription-ended" }
 
       expect(yield* billing.applyEvent(deleted)).toBe("applied")
@@ -74,17 +77,7 @@ layer(services, { timeout: "60 seconds", excludeTestServices: true })("Billing.a
       const subscriptionId = uniqueName("sub")
       const at = new Date(Math.floor(Date.now() / 1000) * 1000)
       const common = { userId, customerId: uniqueName("cus"), subscriptionId, at }
-      expect(yield* billing.applyEvent({
-        ...common,
-        eventId: uniqueName("evt"),
-        eventType: "customer.subscription.updated",
-        kind: "subscription-changed",
-        plan: "pro",
-        status: "active",
-        periodStart: at,
-        periodEnd: new Date(at.getTime() + 30 * 86400_000),
-        cancelAtPeriodEnd: false
-      })).toBe("applied")
+      expect(yield* billing.applyEvent(subscriptionUpdated(common))).toBe("applied")
       expect(yield* billing.applyEvent({ ...common, eventId: uniqueName("evt"), eventType: "customer.subscription.deleted", kind: "subscription-ended" }))
         .toBe("applied")
       expect(yield* row(userId)).toEqual({ plan: "free", status: "canceled", stripeSubscriptionId: null })
