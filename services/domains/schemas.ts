@@ -24,7 +24,7 @@ export const Domain = Schema.Struct({
   }),
   mx_configured: Schema.Boolean,
   dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
-  spf_configured: Schema.Boolean.annotations({ description: "Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from: read left to right as receivers do, it passes every mechanism of the SPF record in dns_records, itself or through include: or redirect=" }),
+  spf_configured: Schema.Boolean.annotations({ description: "Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from: read left to right as receivers do, it passes every mechanism of the SPF record in dns_records, itself or through include: or redirect=; a record that passes every host (+all, a bare all, ip4:0.0.0.0/0) names no senders and does not count" }),
   dmarc_configured: Schema.Boolean.annotations({
     description: "Verification found one DMARC record at _dmarc (any policy: the domain's mail passes DMARC by its DKIM signature)"
   }),

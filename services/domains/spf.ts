@@ -10,6 +10,12 @@
  * them (an include matches when its record passes; a redirect's record decides when nothing matched
  * and there is no `all`), within RFC 7208 §4.6.4's 10 lookups, which also ends a loop. Other terms
  * (another host's `a`, `ip4:`, a macro) cannot be compared and are read as not matching.
+ *
+ * A record that passes every host (`+all` or a bare `all`, `ip4:0.0.0.0/0`, an include or redirect
+ * that does) is not configured, whatever it lists first: it names no senders, so a receiver learns
+ * nothing from it and a forger passes as well as Mailroom does. `?all` (neutral, which RFC 7208 §8.2
+ * says to treat as no SPF at all) after Mailroom's hosts is configured: they pass, and the record only
+ * declines to say anything of the rest, as `~all` and `-all` say more firmly.
  */
 import { Effect, Option } from "effect"
 import type { DnsError } from "../dns/dns.ts"
@@ -27,6 +33,16 @@ type Outcome =
   | "permerror"
   /** A lookup could not be answered: nothing can be said. */
   | "temperror"
+
+/**
+ * What a record is asked about: the hosts a mechanism of SPF_RECORD names (its canonical form), or
+ * any host at all, which only a term that matches every address names.
+ */
+const ANY_HOST = Symbol("any host")
+type Wanted = string | typeof ANY_HOST
+
+/** Whether a term matches every address (of its family): `all`, `ip4:0.0.0.0/0`, `ip6:::/0`. */
+const matchesEveryHost = (mechanism: Mechanism) => mechanism.name === "all" || /^ip[46]:[^/]*\/0$/.test(mechanism.canonical)
 
 /** Mechanisms that ask DNS when evaluated, counted against RFC 7208 §4.6.4's limit (with `redirect=`). */
 const LOOKING_UP = new Set(["include", "a", "mx", "ptr", "exists"])
@@ -100,7 +116,7 @@ export const spfConfigured = (
       Effect.catchAll((error) => Effect.succeed({ records: [] as ReadonlyArray<string>, failed: error.reason !== "NotFound" }))
     )
 
-  const outcomeFor = (want: string) => {
+  const outcomeFor = (want: Wanted) => {
     let lookups = 0
     const counted = () => ++lookups > MAX_LOOKUPS
     /** Whether the hosts `want` names pass `target`'s record (an include's or a redirect's). */
@@ -114,7 +130,8 @@ export const spfConfigured = (
         for (const mechanism of mechanisms) {
           if (LOOKING_UP.has(mechanism.name) && counted()) return "permerror"
           const pass = mechanism.qualifier === "+"
-          if (mechanism.canonical === want || mechanism.name === "all") return pass ? "pass" : "refused"
+          const matches = want === ANY_HOST ? matchesEveryHost(mechanism) : mechanism.canonical === want || mechanism.name === "all"
+          if (matches) return pass ? "pass" : "refused"
           // A macro (%{…}) names hosts only a real sender's message tells: not comparable.
           if (mechanism.name !== "include" || mechanism.target === "" || mechanism.target.includes("%")) continue
           const included = yield* followed(mechanism.target)
@@ -136,12 +153,13 @@ export const spfConfigured = (
     return evaluate(name, spfRecords(txt))
   }
 
-  // An SPF_RECORD of no mechanism asks only that the domain publish one SPF record.
-  if (mechanisms.length === 0) return Effect.succeed(Option.some(spfRecords(txt).length === 1))
-  return Effect.map(Effect.forEach(mechanisms, outcomeFor), (outcomes) =>
+  // Asked only of a record that passes Mailroom's hosts; only one shown to pass every host is refused
+  // for it (an include that could not be looked up is not taken for a pass).
+  const unlessEveryHost = Effect.map(outcomeFor(ANY_HOST), (outcome) => Option.some(outcome !== "pass"))
+  // An SPF_RECORD of no mechanism asks only that the domain publish one SPF record (one that names its senders).
+  if (mechanisms.length === 0) return spfRecords(txt).length === 1 ? unlessEveryHost : Effect.succeed(Option.some(false))
+  return Effect.flatMap(Effect.forEach(mechanisms, outcomeFor), (outcomes) =>
     outcomes.every((outcome) => outcome === "pass")
-      ? Option.some(true)
-      : outcomes.some((outcome) => outcome !== "pass" && outcome !== "temperror")
-      ? Option.some(false)
-      : Option.none())
+      ? unlessEveryHost
+      : Effect.succeed(outcomes.some((outcome) => outcome !== "pass" && outcome !== "temperror") ? Option.some(false) : Option.none()))
 }

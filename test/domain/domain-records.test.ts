@@ -96,6 +96,28 @@ describe("spfConfigured", () => {
         .toEqual(Option.some(false))
     }))
 
+  it.effect("a record that passes every host names no senders: +all or a bare all is not configured, ?all after Mailroom's hosts is", () =>
+    Effect.gen(function*() {
+      expect(yield* found("v=spf1 +all")).toEqual(Option.some(false))
+      expect(yield* found("v=spf1 all")).toEqual(Option.some(false))
+      // Whatever it lists first: a forger passes as well as the MX hosts do.
+      expect(yield* found("v=spf1 mx +all")).toEqual(Option.some(false))
+      expect(yield* found("v=spf1 mx all")).toEqual(Option.some(false))
+      expect(yield* found("v=spf1 mx ip4:0.0.0.0/0 -all")).toEqual(Option.some(false))
+      expect(yield* found("v=spf1 mx ip6:::/0 ~all")).toEqual(Option.some(false))
+      const zone = { "open.race.example": "v=spf1 +all" }
+      expect(yield* found("v=spf1 include:open.race.example mx -all", { zone })).toEqual(Option.some(false))
+      expect(yield* found("v=spf1 mx redirect=open.race.example", { zone })).toEqual(Option.some(false))
+      // Neutral for the rest (RFC 7208 §8.2: as if no record) still names the MX hosts, which pass.
+      expect(yield* found("v=spf1 mx ?all")).toEqual(Option.some(true))
+      expect(yield* found("v=spf1 ?all")).toEqual(Option.some(false))
+      // A range of some hosts is not every host.
+      expect(yield* found("v=spf1 mx ip4:192.0.2.0/24 ~all")).toEqual(Option.some(true))
+      // An SPF_RECORD of no mechanism asks for one record that names senders.
+      expect(yield* found("v=spf1 -all", { asked: "v=spf1 -all" })).toEqual(Option.some(true))
+      expect(yield* found("v=spf1 +all", { asked: "v=spf1 -all" })).toEqual(Option.some(false))
+    }))
+
   it.effect("a lookup that cannot be answered leaves nothing found (the caller keeps its last finding), unless the answer came first", () =>
     Effect.gen(function*() {
       expect(yield* found("v=spf1 include:_spf.race.example ~all", { down: ["_spf.race.example"] })).toEqual(Option.none())

@@ -4172,7 +4172,7 @@ export interface components {
             mx_configured: boolean;
             /** @description Whether mail to the domain's addresses is delivered now: it is verified and the account's plan includes custom domains. An account back on the free plan keeps the domain's mailboxes and their mail, but new mail to them is refused for now (450 4.2.1, so senders retry) until the plan includes custom domains again */
             receives_mail: boolean;
-            /** @description Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from: read left to right as receivers do, it passes every mechanism of the SPF record in dns_records, itself or through include: or redirect= */
+            /** @description Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from: read left to right as receivers do, it passes every mechanism of the SPF record in dns_records, itself or through include: or redirect=; a record that passes every host (+all, a bare all, ip4:0.0.0.0/0) names no senders and does not count */
             spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
             verification_token: string;
