@@ -10,9 +10,9 @@
  * - The plan's mailbox quota counts active mailboxes; creates of one user are serialised on the
  *   user's row so that two concurrent creates cannot both take the last slot.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect } from "effect"
+import { Context, Effect, Option, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
 import {
@@ -67,14 +67,19 @@ export interface Owner {
 /** The failures of SPEC's address rules: 400 (MISSING_FIELDS, BAD_REQUEST), 422, 409 EMAIL_TAKEN. */
 export type AddressError = RuleFailure | DomainNotAllowed | EmailTaken
 
-interface MailboxRow {
-  readonly id: string
-  readonly userId: string
-  readonly localPart: string
-  readonly domain: string
-  readonly createdAt: Date
-  readonly displayName: string | null
-}
+/**
+ * A mailbox as its table holds it, decoded as it is read (SqlSchema): a row that does not read so is a bug
+ * here or in a migration, a defect rather than a failure of the request.
+ */
+const MailboxRow = Schema.Struct({
+  id: Schema.String,
+  userId: Schema.String,
+  localPart: Schema.String,
+  domain: Schema.String,
+  createdAt: Schema.DateFromSelf,
+  displayName: Schema.NullOr(Schema.String)
+})
+type MailboxRow = typeof MailboxRow.Type
 
 /** The columns of a `MailboxRow`. */
 const mailboxColumns = "id, user_id, local_part, domain, created_at, display_name"
@@ -179,13 +184,34 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         return address
       })
 
+    const findActiveRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, mailboxId: Schema.String, lock: Schema.Boolean }),
+      Result: MailboxRow,
+      execute: ({ lock, mailboxId, userId }) =>
+        sql`
+          SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
+          WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'
+          ${sql.literal(lock ? "FOR UPDATE" : "")}`
+    })
+
     const findActive = (owner: Owner, mailboxId: string, lock: boolean) =>
-      sql<MailboxRow>`
-        SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
-        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
-        ${lock ? sql.literal("FOR UPDATE") : sql.literal("")}`.pipe(
-        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(mailboxNotFound(mailboxId))))
+      findActiveRow({ userId: owner.userId, mailboxId, lock }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(mailboxNotFound(mailboxId)), onSome: Effect.succeed }))
       )
+
+    const insertRow = SqlSchema.single({
+      Request: Schema.Struct({
+        id: Schema.String,
+        userId: Schema.String,
+        localPart: Schema.String,
+        domain: Schema.String,
+        addressNormalized: Schema.String,
+        displayName: Schema.NullOr(Schema.String)
+      }),
+      Result: MailboxRow,
+      execute: (row) => sql`INSERT INTO mailboxes ${sql.insert(row)} RETURNING ${sql.literal(mailboxColumns)}`
+    })
 
     const activeCount = (userId: string, only?: ReadonlyArray<string>) =>
       sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}`.pipe(
@@ -220,20 +246,16 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
             })
           }
         }
-        const rows = yield* sql<MailboxRow>`
-          INSERT INTO mailboxes ${
-          sql.insert({
-            id: newId("mbx"),
-            userId: owner.userId,
-            localPart: address.localPart,
-            domain: address.domain,
-            addressNormalized: address.normalized,
-            displayName
-          })
-        }
-          RETURNING ${sql.literal(mailboxColumns)}`
+        const row = yield* insertRow({
+          id: newId("mbx"),
+          userId: owner.userId,
+          localPart: address.localPart,
+          domain: address.domain,
+          addressNormalized: address.normalized,
+          displayName
+        }).pipe(Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }))
         yield* forgetBounces(address)
-        return toMailbox(rows[0]!)
+        return toMailbox(row)
       })
 
     const create = Effect.fn("Mailboxes.create")(function*(owner: Owner, request: MailboxRequest) {
@@ -245,14 +267,29 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return created
     })
 
-    const select = (owner: Owner, page: Page | undefined, direction: Direction, only?: ReadonlyArray<string>) => {
-      const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
-      return sql<MailboxRow>`
-        SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
-        WHERE user_id = ${owner.userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}
-        ORDER BY created_at ${order}, id ${order}
-        ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`.pipe(Effect.map((rows) => rows.map(toMailbox)))
-    }
+    const selectRows = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        ascending: Schema.Boolean,
+        page: Schema.optional(Schema.Struct({ limit: Schema.Number, offset: Schema.Number })),
+        only: Schema.optional(Schema.Array(Schema.String))
+      }),
+      Result: MailboxRow,
+      execute: ({ ascending, only, page, userId }) => {
+        const order = sql.literal(ascending ? "ASC" : "DESC")
+        return sql`
+          SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
+          WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}
+          ORDER BY created_at ${order}, id ${order}
+          ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`
+      }
+    })
+
+    const select = (owner: Owner, page: Page | undefined, direction: Direction, only?: ReadonlyArray<string>) =>
+      selectRows({ userId: owner.userId, ascending: direction === "asc", page, only }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.map((rows) => rows.map(toMailbox))
+      )
 
     /** The owner's active mailboxes (of `only`, when given), newest first. */
     const list = Effect.fn("Mailboxes.list")(function*(owner: Owner, only?: ReadonlyArray<string>) {
@@ -288,13 +325,39 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
     })
 
     /** A new display name alone (null: none); the address stays. */
+    const renameDisplayRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, mailboxId: Schema.String, displayName: Schema.NullOr(Schema.String) }),
+      Result: MailboxRow,
+      execute: ({ displayName, mailboxId, userId }) =>
+        sql`
+          UPDATE mailboxes SET display_name = ${displayName}
+          WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'
+          RETURNING ${sql.literal(mailboxColumns)}`
+    })
+
     const renameDisplay = (owner: Owner, mailboxId: string, displayName: string | null) =>
-      sql<MailboxRow>`
-        UPDATE mailboxes SET display_name = ${displayName}
-        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
-        RETURNING ${sql.literal(mailboxColumns)}`.pipe(
-        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(mailboxNotFound(mailboxId))))
+      renameDisplayRow({ userId: owner.userId, mailboxId, displayName }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(mailboxNotFound(mailboxId)), onSome: Effect.succeed }))
       )
+
+    /** The row `rename` locked (`findActive`) takes its new address. */
+    const moveRow = SqlSchema.single({
+      Request: Schema.Struct({
+        mailboxId: Schema.String,
+        localPart: Schema.String,
+        domain: Schema.String,
+        addressNormalized: Schema.String,
+        displayName: Schema.NullOr(Schema.String)
+      }),
+      Result: MailboxRow,
+      execute: ({ addressNormalized, displayName, domain, localPart, mailboxId }) =>
+        sql`
+          UPDATE mailboxes
+          SET local_part = ${localPart}, domain = ${domain}, address_normalized = ${addressNormalized}, display_name = ${displayName}
+          WHERE id = ${mailboxId}
+          RETURNING ${sql.literal(mailboxColumns)}`
+    })
 
     /**
      * A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay, its old address is
@@ -312,15 +375,16 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       const address = yield* validate(owner, request, mailboxId)
       const { before, after } = yield* Effect.gen(function*() {
         const before = yield* findActive(owner, mailboxId, true)
-        const rows = yield* sql<MailboxRow>`
-          UPDATE mailboxes
-          SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized},
-              display_name = ${displayName === undefined ? before.displayName : displayName}
-          WHERE id = ${mailboxId}
-          RETURNING ${sql.literal(mailboxColumns)}`
+        const after = yield* moveRow({
+          mailboxId,
+          localPart: address.localPart,
+          domain: address.domain,
+          addressNormalized: address.normalized,
+          displayName: displayName === undefined ? before.displayName : displayName
+        }).pipe(Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }))
         const previous = normalizeAddress(before.localPart, before.domain)
         if (previous !== address.normalized) yield* Effect.zipRight(release(owner, [previous]), forgetBounces(address))
-        return { before, after: rows[0]! }
+        return { before, after }
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       // The old address must stop receiving on every node's next RCPT.
       yield* directory.changed(owner.userId)
