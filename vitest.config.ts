@@ -47,6 +47,7 @@ const backendIndependent = [
   // pure rules: no database, bus or server at all
   "test/health/dependency-health.test.ts",
   "test/api/infrastructure-errors.test.ts",
+  "test/api/payment-pages.test.ts",
   "test/domain/icalendar.test.ts",
   "test/domain/schedule-occurrences.test.ts",
   "test/domain/availability.test.ts",

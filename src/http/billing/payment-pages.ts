@@ -2,14 +2,18 @@
  * The hosted pages of the local payment provider: `GET /billing/checkout/:id` shows what is being
  * bought, `POST` completes it and redirects to the caller's successUrl; `/billing/portal/:id` shows
  * the subscription and lets the user cancel at period end or resume.
+ *
+ * The database out of reach is the pages' "try again in a moment" (503), never an account without a
+ * plan: a checkout shown during an outage would offer a purchase as if from the free plan.
  */
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Billing } from "../../../services/billing/billing.ts"
+import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { escapeHtml } from "../../../services/html.ts"
 import { Plan } from "../../../services/plans/plans.ts"
 import { LocalPayments, type PaymentSession } from "../../../layers/local-billing.ts"
-import { page } from "../pages.ts"
+import { page, pageOrUnavailable } from "../pages.ts"
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
 const unknown = page("No such payment link", `<p class="muted">Check the link, or start again from your application.</p>`, 404)
@@ -79,13 +83,16 @@ const refusalFor = (session: PaymentSession, now: Plan | null) =>
 /** A refused checkout's page, as its confirmation answered: nothing charged. */
 const refusal = (session: PaymentSession, now: Plan | null) => refusalFor(session, now) ?? changedSince(session, now)
 
-export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
+/** The pages over the Billing given (PaymentPagesLive's own, or a test's stand-in). */
+export const PaymentPages = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     // Mounted only with the local provider: Stripe hosts its own pages.
     const local = yield* Effect.serviceOption(LocalPayments)
     if (Option.isNone(local)) return
     const payments = local.value
     const billing = yield* Billing
+    const health = yield* DependencyHealth
+    const answered = pageOrUnavailable(health)
     const sessionId = Effect.map(HttpRouter.params, (params) => params.id ?? "")
 
     yield* router.get(
@@ -95,7 +102,11 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         if (Option.isNone(session) || session.value.kind !== "checkout" || !session.value.plan) return unknown
         if (session.value.status !== "open" || session.value.expired) return notOpen(session, 200)
         const { plan, cancelUrl, userId } = session.value
-        const current = yield* Effect.option(billing.subscription(userId))
+        // No subscription on record is no plan; the database failing is not (answered 503, below).
+        const current = yield* billing.subscription(userId).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("NotFound", () => Effect.succeedNone)
+        )
         const refused = Option.isSome(current) ? refusalFor(session.value, current.value.plan) : undefined
         if (refused !== undefined) return refused
         return page(
@@ -105,7 +116,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
 <form method="post"><button type="submit">Confirm and pay</button></form>
 <p><a href="${escapeHtml(cancelUrl ?? "/")}">Cancel</a></p>`
         )
-      }).pipe(Effect.orDie)
+      }).pipe(answered)
     )
 
     yield* router.post(
@@ -117,7 +128,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const { changed, session } = completed.value
         if (!changed) return refusal(session, session.refusedOnPlan)
         return HttpServerResponse.redirect(session.successUrl ?? "/", { status: 303 })
-      }).pipe(Effect.orDie)
+      }).pipe(answered)
     )
 
     yield* router.get(
@@ -126,7 +137,13 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const session = yield* payments.find(yield* sessionId)
         if (Option.isNone(session) || session.value.kind !== "portal") return unknown
         if (session.value.expired) return gone
-        const subscription = yield* billing.subscription(session.value.userId)
+        const found = yield* billing.subscription(session.value.userId).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("NotFound", () => Effect.succeedNone)
+        )
+        // The account is gone (its sessions with it, but for a moment): the link leads nowhere.
+        if (Option.isNone(found)) return unknown
+        const subscription = found.value
         const end = new Date(subscription.currentPeriodEnd).toUTCString()
         const action = subscription.plan === "free"
           ? ""
@@ -138,7 +155,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
           `<p>Plan: <strong>${escapeHtml(planName(subscription.plan))}</strong> (${escapeHtml(subscription.status)})</p>${action}
 <p><a href="${escapeHtml(session.value.returnUrl ?? "/")}">Return</a></p>`
         )
-      }).pipe(Effect.orDie)
+      }).pipe(answered)
     )
 
     yield* router.post(
@@ -153,7 +170,9 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const updated = yield* payments.setCancelAtPeriodEnd(id, form.value.action === "cancel")
         if (Option.isNone(updated)) return notOpen(yield* payments.find(id), 409)
         return HttpServerResponse.redirect(`/billing/portal/${encodeURIComponent(id)}`, { status: 303 })
-      }).pipe(Effect.orDie)
+      }).pipe(answered)
     )
   })
-).pipe(Layer.provide(Billing.Default))
+)
+
+export const PaymentPagesLive = PaymentPages.pipe(Layer.provide(Billing.Default))
