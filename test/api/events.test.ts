@@ -5,6 +5,7 @@
  * The cross-process case (an event made by a worker in another process reaching a stream on the api
  * node) is test/cluster/cluster.test.ts's.
  */
+import http from "node:http"
 import { beforeAll, describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
@@ -417,6 +418,17 @@ describe("GET /v1/ws", () => {
     const plain = await fetch(`${suite.url}/v1/ws`, { headers: { "x-api-key": box.user.apiKey } })
     expect(plain.status).toBe(400)
     expect(await plain.json()).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: { upgrade: "must be websocket" } } })
+    // `Upgrade: websocket` without `Connection: Upgrade` is a plain request too (fetch sends no Upgrade: node:http does).
+    const halfHandshake = await new Promise<{ status: number | undefined; body: string }>((resolve, reject) => {
+      const request = http.get(`${suite.url}/v1/ws`, { headers: { "x-api-key": box.user.apiKey, upgrade: "websocket" } }, (response) => {
+        let body = ""
+        response.on("data", (chunk) => (body += chunk))
+        response.once("end", () => resolve({ status: response.statusCode, body }))
+      })
+      request.once("error", reject)
+    })
+    expect(halfHandshake.status).toBe(400)
+    expect(JSON.parse(halfHandshake.body)).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: { upgrade: "must be websocket" } } })
 
     const anonymous = await openSocket(`${suite.url}/v1/ws`, {})
     expect(anonymous.status).toBe(401)

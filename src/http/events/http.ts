@@ -100,7 +100,8 @@ const makeSocket = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
       const recheck = yield* recheckOf(authenticator, "api", principal)
-      const socket = yield* Effect.orDie(request.upgrade)
+      // `Upgrade: websocket` without `Connection: Upgrade` reaches here as a plain request: not a handshake either.
+      const socket = yield* request.upgrade.pipe(Effect.catchTag("RequestError", () => Effect.fail(notAnUpgrade())))
       yield* serveSocket(socket, principal, recheck, feed.open, lifecycle.stopping)
       // The socket is closed; the handshake's 101 was the answer.
       return HttpServerResponse.empty()
