@@ -22,7 +22,9 @@ import { StreamQuotaReached, type Unauthorized, ValidationError } from "../error
 import { Lifecycle } from "../lifecycle.ts"
 import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
+import { eventKinds } from "../webhooks/schemas.ts"
 import { type EventFilter, EventLog, type LoggedEvent, type Position } from "./log.ts"
+import { neverSent } from "./never-sent.ts"
 
 export const HEARTBEAT = Duration.seconds(15)
 /** A slot not refreshed for this long belonged to a node that died. */
@@ -130,6 +132,14 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
      */
     const open = Effect.fn("EventFeed.open")(function*(request: StreamRequest) {
       const { filter, userId } = request
+      // A stream that could never hear any kind it asks for is refused as such a webhook is.
+      yield* neverSent({
+        listener: "stream",
+        kindsField: "types",
+        kinds: filter.kinds ?? eventKinds,
+        mailboxes: filter.mailboxId !== undefined ? "mailbox_id" : filter.mailboxes !== undefined ? "the key's mailboxes" : undefined,
+        labels: filter.labels !== undefined
+      })
       if (filter.mailboxId !== undefined) {
         // A mailbox a limited key does not reach is, to it, one that does not exist.
         if (filter.mailboxes !== undefined && !filter.mailboxes.includes(filter.mailboxId)) return yield* mailboxNotFound(filter.mailboxId)

@@ -22,12 +22,12 @@ import { Effect, Either, Option } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, ServiceUnavailable, ValidationError, WebhookQuotaReached } from "../errors.ts"
 import { EventLog } from "../events/log.ts"
+import { neverSent } from "../events/never-sent.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { sampleEvent } from "./samples.ts"
-import { aboutAMailbox, carryingLabels } from "./schemas.ts"
 import type {
   CreatedWebhook,
   CreateWebhookInput,
@@ -169,27 +169,15 @@ const urlProblem = (refused: TargetRefused) =>
 /** Each kind once, in the order given. */
 const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
 
-/**
- * Refused: a webhook that would never be sent any event it asks for, as its narrowing stands (events
- * about no mailbox, such as api_key.created, once it listens to some mailboxes only, as a key limited to
- * mailboxes makes it; events that carry no labels, such as deliveries of sent mail, once it listens to
- * some labels only). Kept, it would be an endpoint that silently hears nothing. One that asks for some
- * such events beside others is taken: those others reach it (README).
- */
-const neverSent = (events: ReadonlyArray<string>, mailboxIds: ReadonlyArray<string> | null, labels: ReadonlyArray<string> | null) => {
-  const why = (event: string) =>
-    mailboxIds !== null && !aboutAMailbox.has(event)
-      ? `${event} is about no mailbox`
-      : labels !== null && !carryingLabels.has(event)
-      ? `${event} carries no labels`
-      : undefined
-  const reasons = events.map(why)
-  if (reasons.some((reason) => reason === undefined)) return Effect.void
-  const narrowing = [mailboxIds !== null ? "mailbox_ids (as a key limited to mailboxes narrows it)" : "", labels !== null ? "labels" : ""]
-    .filter((part) => part !== "").join(" and ")
-  const message = `would never be sent any of these events: ${reasons.join("; ")}, and the webhook is narrowed to ${narrowing}`
-  return Effect.fail(new ValidationError({ message: `This webhook ${message}`, details: { events: message } }))
-}
+/** Refused: a webhook that would never be sent any event it asks for, as its narrowing stands (events/never-sent.ts). */
+const unheard = (events: ReadonlyArray<string>, mailboxIds: ReadonlyArray<string> | null, labels: ReadonlyArray<string> | null) =>
+  neverSent({
+    listener: "webhook",
+    kindsField: "events",
+    kinds: events,
+    mailboxes: mailboxIds === null ? undefined : "mailbox_ids (as a key limited to mailboxes narrows it)",
+    labels: labels !== null
+  })
 
 /** The labels a webhook listens to, as kept: each once; null for every event. */
 const keptLabels = (labels: ReadonlyArray<string> | null | undefined) => (labels == null ? null : distinct(labels))
@@ -255,7 +243,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const create = Effect.fn("Webhooks.create")(function*(owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput) {
       yield* checkUrl(input.url)
       const mailboxIds = yield* checkMailboxes(owner.userId, input.mailbox_ids)
-      yield* neverSent(input.events, mailboxIds ?? null, keptLabels(input.labels))
+      yield* unheard(input.events, mailboxIds ?? null, keptLabels(input.labels))
       const row = yield* insert(owner, input, input.secret ?? generateSecret(), mailboxIds ?? null)
       yield* subscriptions.changed(owner.userId)
       return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
@@ -307,7 +295,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         yield* checkUrl(url.right)
       }
       const mailboxIds = yield* checkMailboxes(userId, input.mailbox_ids)
-      yield* neverSent(
+      yield* unheard(
         input.events ?? stored.events,
         mailboxIds === undefined ? stored.mailboxIds : mailboxIds,
         input.labels === undefined ? stored.labels : keptLabels(input.labels)

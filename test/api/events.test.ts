@@ -220,6 +220,26 @@ describe("GET /v1/events", () => {
     expect(badLabel.status).toBe(400)
     expect(badLabel.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { "labels.1": "must be at most 64 characters" } } })
 
+    // A filter that leaves nothing to hear is refused as the same webhook is (details name the kinds' field, `types`).
+    const unlabelled = await stream(box.user.apiKey, "?types=email.sent,email.bounced&labels=billing")
+    expect(unlabelled.status).toBe(400)
+    expect(unlabelled.body).toMatchObject({
+      success: false,
+      error: {
+        code: "VALIDATION_ERROR",
+        details: { types: "would never be sent any of these events: email.sent carries no labels; email.bounced carries no labels, and the stream is narrowed to labels" }
+      }
+    })
+    const aboutNoMailbox = await stream(box.user.apiKey, `?types=api_key.created&mailbox_id=${box.mailboxId}`)
+    expect(aboutNoMailbox.status).toBe(400)
+    expect(aboutNoMailbox.body).toMatchObject({
+      error: { code: "VALIDATION_ERROR", details: { types: "would never be sent any of these events: api_key.created is about no mailbox, and the stream is narrowed to mailbox_id" } }
+    })
+    // One kind that can match is enough: the others are left out, as for a webhook.
+    const someLabelled = await stream(box.user.apiKey, "?types=email.sent,email.received&labels=billing")
+    expect(someLabelled.status).toBe(200)
+    someLabelled.close()
+
     const unknown = await stream(box.user.apiKey, "", { "last-event-id": "evt_not_a_real_one" })
     expect(unknown.status).toBe(400)
     expect(unknown.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { "last-event-id": expect.stringContaining("7 days") } } })
@@ -403,6 +423,15 @@ describe("GET /v1/ws", () => {
       expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { type: "must be one of subscribe, ping" } } })
       ws.sendRaw(Buffer.from([1, 2, 3]))
       expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { message: "must be a text frame" } } })
+      ws.send({ type: "subscribe", types: ["email.sent"], labels: ["billing"] })
+      expect(await ws.next()).toEqual({
+        type: "error",
+        error: {
+          code: "VALIDATION_ERROR",
+          message: "This stream would never be sent any of these events: email.sent carries no labels, and the stream is narrowed to labels",
+          details: { types: "would never be sent any of these events: email.sent carries no labels, and the stream is narrowed to labels" }
+        }
+      })
       ws.send({ type: "subscribe", after: "evt_not_a_real_one" })
       expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { after: expect.stringContaining("7 days") } } })
       const foreign = await openSocket(`${suite.url}/v1/ws`, { "x-api-key": stranger.apiKey })

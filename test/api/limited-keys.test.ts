@@ -368,6 +368,16 @@ describe("a key limited to some mailboxes", () => {
       expect(resumed.status).toBe(400)
       expect(resumed.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.stringMatching(/^is not an event of this account/) } } })
     }
+    // Its events are about its mailboxes: a stream of events about no mailbox would hear nothing, as such a webhook would.
+    const deaf = await openEvents(`${suite.url}/v1/events?types=api_key.created`, headers)
+    expect(deaf.status).toBe(400)
+    expect(deaf.body).toMatchObject({
+      success: false,
+      error: {
+        code: "VALIDATION_ERROR",
+        details: { types: "would never be sent any of these events: api_key.created is about no mailbox, and the stream is narrowed to the key's mailboxes" }
+      }
+    })
     const stream = await openEvents(`${suite.url}/v1/events?types=email.received`, headers)
     try {
       expect(stream.status).toBe(200)

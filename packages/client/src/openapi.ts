@@ -903,7 +903,7 @@ export interface paths {
         };
         /**
          * Stream events (Server-Sent Events)
-         * @description The account's events as they happen, for agents without a public URL: each SSE event has `id` (the webhook's webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise 50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404.
+         * @description The account's events as they happen, for agents without a public URL: each SSE event has `id` (the webhook's webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise 50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404. Filters that leave nothing to hear, as for a webhook (only kinds that carry no labels with labels, only kinds about no mailbox with mailbox_id or a key limited to mailboxes), are 400 with details.types.
          */
         get: operations["dashboardEvents.stream"];
         put?: never;
@@ -3347,7 +3347,7 @@ export interface paths {
         };
         /**
          * Stream events (Server-Sent Events)
-         * @description The account's events as they happen, for agents without a public URL: each SSE event has `id` (the webhook's webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise 50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404.
+         * @description The account's events as they happen, for agents without a public URL: each SSE event has `id` (the webhook's webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise 50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404. Filters that leave nothing to hear, as for a webhook (only kinds that carry no labels with labels, only kinds about no mailbox with mailbox_id or a key limited to mailboxes), are 400 with details.types.
          */
         get: operations["events.stream"];
         put?: never;

@@ -57,7 +57,9 @@ const eventEndpoints = <const Name extends string>(name: Name) =>
           "webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies " +
           "from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in " +
           "order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise " +
-          "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404."
+          "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404. Filters that leave nothing to hear, as for a webhook " +
+          "(only kinds that carry no labels with labels, only kinds about no mailbox with mailbox_id or a key limited to mailboxes), are 400 " +
+          "with details.types."
       }))
   )
 
