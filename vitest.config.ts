@@ -25,6 +25,7 @@ const backendIndependent = [
   "test/domain/submitted.test.ts",
   "test/domain/auto-reply-rules.test.ts",
   "test/domain/imap-protocol.test.ts",
+  "test/imap/session.test.ts",
   "test/domain/write-behind.test.ts", // memory only
   // The log's order (the same SQL on both databases); on the shared PostgreSQL server another suite's open
   // transaction holds the log's horizon (server-wide) below its events for as long as it runs (CI: past 60 s).

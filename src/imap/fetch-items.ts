@@ -3,7 +3,8 @@
  * BODY[section]<partial> with its part number, text part and header field names.
  */
 import type { SectionText } from "../../services/imap/mime.ts"
-import { BadCommand } from "./protocol.ts"
+import type { Either } from "effect"
+import { badCommand, type BadCommand, reading } from "./protocol.ts"
 
 export type FetchItem =
   | { readonly kind: "uid" | "flags" | "internaldate" | "size" | "envelope" | "bodystructure" | "body" }
@@ -37,25 +38,28 @@ const withLiteralsRead = (spec: string): string => {
 const parseSection = (raw: string): { path: Array<number>; text: SectionText } => {
   const spec = withLiteralsRead(raw)
   const match = /^((?:\d+\.)*\d+)?(?:^|\.)?(HEADER\.FIELDS\.NOT|HEADER\.FIELDS|HEADER|TEXT|MIME)?\s*(?:\((.*)\))?$/i.exec(spec.trim())
-  if (!match) throw new BadCommand(`Unknown section ${spec}`)
+  if (!match) throw badCommand(`Unknown section ${spec}`)
   const path = match[1] === undefined ? [] : match[1].split(".").map(Number)
-  if (path.some((n) => n === 0)) throw new BadCommand("Part numbers start at 1")
+  if (path.some((n) => n === 0)) throw badCommand("Part numbers start at 1")
   const name = match[2]?.toUpperCase()
   if (name === undefined) {
-    if (match[3] !== undefined) throw new BadCommand(`Unknown section ${spec}`)
+    if (match[3] !== undefined) throw badCommand(`Unknown section ${spec}`)
     return { path, text: { kind: "all" } }
   }
-  if (name === "MIME" && path.length === 0) throw new BadCommand("MIME needs a part number")
+  if (name === "MIME" && path.length === 0) throw badCommand("MIME needs a part number")
   if (name === "HEADER.FIELDS" || name === "HEADER.FIELDS.NOT") {
     const names = (match[3] ?? "").split(/\s+/).map((field) => field.replace(/^"|"$/g, "")).filter((field) => field.length > 0)
-    if (names.length === 0) throw new BadCommand("HEADER.FIELDS needs field names")
+    if (names.length === 0) throw badCommand("HEADER.FIELDS needs field names")
     return { path, text: { kind: "fields", names, not: name === "HEADER.FIELDS.NOT" } }
   }
-  if (match[3] !== undefined) throw new BadCommand(`Unknown section ${spec}`)
+  if (match[3] !== undefined) throw badCommand(`Unknown section ${spec}`)
   return { path, text: { kind: name === "HEADER" ? "header" : name === "TEXT" ? "text" : "mime" } }
 }
 
-export const parseFetchItem = (text: string): Array<FetchItem> => {
+/** A FETCH item as the client named it, or its mistake. */
+export const parseFetchItem = (text: string): Either.Either<Array<FetchItem>, BadCommand> => reading(() => fetchItem(text))
+
+const fetchItem = (text: string): Array<FetchItem> => {
   const upper = text.toUpperCase()
   switch (upper) {
     case "ALL":
@@ -86,7 +90,7 @@ export const parseFetchItem = (text: string): Array<FetchItem> => {
       return [{ kind: "section", label: "RFC822.TEXT", path: [], text: { kind: "text" }, peek: false, partial: undefined }]
   }
   const match = sectionPattern.exec(text)
-  if (!match) throw new BadCommand(`Unknown FETCH item ${text}`)
+  if (!match) throw badCommand(`Unknown FETCH item ${text}`)
   const { path, text: section } = parseSection(match[2]!)
   const origin = match[3] === undefined ? undefined : Number(match[3])
   const partial = origin === undefined ? undefined : [origin, match[4] === undefined ? Infinity : Number(match[4])] as const

@@ -14,6 +14,7 @@
  * Strings are byte strings (latin1) in both directions: what the client sent and the stored message's
  * bytes pass through unchanged.
  */
+import { Either, Schema } from "effect"
 import { isRealWallTime, utcTime } from "../../services/time-zones.ts"
 
 export type Arg =
@@ -30,23 +31,47 @@ export interface Command {
 
 /**
  * A command the server cannot take as written (malformed, or naming what does not exist in its syntax):
- * answered BAD with its message. Thrown by the pure readers of a command and caught where it is answered.
+ * the client's mistake, an expected failure the session answers BAD with its message (never a defect,
+ * never logged).
  */
-export class BadCommand extends Error {}
+export class BadCommand extends Schema.TaggedError<BadCommand>()("BadCommand", { message: Schema.String }) {}
+
+/** The client's mistake `message`. */
+export const badCommand = (message: string) => new BadCommand({ message })
+
+/**
+ * What a recursive reader answers, or the BadCommand it stopped at. The readers (a command's parser,
+ * SEARCH keys, FETCH sections) are pure and deeply nested, so inside them a mistake is thrown to unwind
+ * them; it leaves them only as this Either's Left. Anything else thrown is a bug, and stays a throw.
+ */
+export const reading = <A>(read: () => A): Either.Either<A, BadCommand> => {
+  try {
+    return Either.right(read())
+  } catch (error) {
+    if (error instanceof BadCommand) return Either.left(error)
+    throw error
+  }
+}
+
+/** Inside a reader: the value of `result`, or its BadCommand thrown (caught by `reading`). */
+export const valueOf = <A>(result: Either.Either<A, BadCommand>): A => {
+  if (Either.isLeft(result)) throw result.left
+  return result.right
+}
 
 const isSpace = (c: string | undefined) => c === " "
 
 /** An argument that must be a string (an atom, quoted or literal). */
-export const astring = (arg: Arg | undefined): string => {
-  if (arg === undefined || arg.kind === "list") throw new BadCommand("Expected a string")
-  return arg.text
-}
+export const astring = (arg: Arg | undefined): Either.Either<string, BadCommand> =>
+  arg === undefined || arg.kind === "list" ? Either.left(badCommand("Expected a string")) : Either.right(arg.text)
 
 /** A client's string as text: IMAP strings carry UTF-8 (or ASCII) bytes. */
 export const utf8 = (bytes: string) => Buffer.from(bytes, "latin1").toString("utf8")
 
 /** Parse one framed command (its bytes as a byte string, the final line end included or not). */
-export const parseCommand = (input: string): Command => {
+export const parseCommand = (input: string): Either.Either<Command, BadCommand> => reading(() => parse(input))
+
+const parse = (input: string): Command => {
   let at = 0
   const end = input.endsWith("\r\n") ? input.length - 2 : input.endsWith("\n") ? input.length - 1 : input.length
 
@@ -60,7 +85,7 @@ export const parseCommand = (input: string): Command => {
       else if (depth === 0 && (c === " " || c === "(" || c === ")" || c === "\r" || c === "\n")) break
       at++
     }
-    if (at === start) throw new BadCommand(`Unexpected ${JSON.stringify(input[at] ?? "end of line")}`)
+    if (at === start) throw badCommand(`Unexpected ${JSON.stringify(input[at] ?? "end of line")}`)
     return input.slice(start, at)
   }
 
@@ -82,15 +107,15 @@ export const parseCommand = (input: string): Command => {
       text += input[at]
       at++
     }
-    throw new BadCommand("Unterminated quoted string")
+    throw badCommand("Unterminated quoted string")
   }
 
   const literal = (): string => {
     const match = /^\{(\d+)\+?\}\r?\n/.exec(input.slice(at, at + 32))
-    if (!match) throw new BadCommand("Malformed literal")
+    if (!match) throw badCommand("Malformed literal")
     const length = Number(match[1])
     const start = at + match[0].length
-    if (start + length > input.length) throw new BadCommand("Literal shorter than announced")
+    if (start + length > input.length) throw badCommand("Literal shorter than announced")
     at = start + length
     return input.slice(start, at)
   }
@@ -104,7 +129,7 @@ export const parseCommand = (input: string): Command => {
         items.push(value())
         if (isSpace(input[at])) at++
       }
-      if (input[at] !== ")") throw new BadCommand("Unterminated list")
+      if (input[at] !== ")") throw badCommand("Unterminated list")
       at++
       return { kind: "list", items }
     }
@@ -114,14 +139,14 @@ export const parseCommand = (input: string): Command => {
   }
 
   // No string of a command holds NUL (RFC 3501 §9: CHAR and CHAR8 begin at %x01); an APPEND's literal is a message, kept as sent.
-  if (!isAppend(input) && input.includes("\u0000")) throw new BadCommand("A command holds no NUL character")
+  if (!isAppend(input) && input.includes("\u0000")) throw badCommand("A command holds no NUL character")
   const tag = atom()
-  if (/[+*]/.test(tag) || !isSpace(input[at])) throw new BadCommand("Expected a tag and a command")
+  if (/[+*]/.test(tag) || !isSpace(input[at])) throw badCommand("Expected a tag and a command")
   at++
   const name = atom().toUpperCase()
   const args: Array<Arg> = []
   while (at < end) {
-    if (!isSpace(input[at])) throw new BadCommand(`Unexpected ${JSON.stringify(input[at])}`)
+    if (!isSpace(input[at])) throw badCommand(`Unexpected ${JSON.stringify(input[at])}`)
     at++
     if (at === end) break
     args.push(value())

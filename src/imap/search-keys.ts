@@ -4,16 +4,17 @@
  * here against the session's view (the flags as the session was last told them), so the store sees UIDs only.
  */
 import type { SearchKey } from "../../services/imap/views.ts"
-import { type Arg, astring, BadCommand, parseSearchDate, utf8 } from "./protocol.ts"
+import type { Either } from "effect"
+import { type Arg, astring as readString, badCommand, type BadCommand, parseSearchDate, reading, utf8, valueOf } from "./protocol.ts"
 
 /** What the session's view of its folder answers while its keys are read. */
 export interface SearchContext {
   /** The UIDs of the messages carrying a flag no label holds (\Answered, \Deleted, \Draft, a keyword), as the session knows them. */
   readonly withFlag: (flag: string) => ReadonlyArray<number>
-  /** The UIDs a sequence-number set names. */
-  readonly bySequence: (arg: Arg) => ReadonlyArray<number>
-  /** A UID set's ranges, `*` resolved. */
-  readonly uidRanges: (arg: Arg | undefined) => ReadonlyArray<readonly [number, number]>
+  /** The UIDs a sequence-number set names, or the client's mistake. */
+  readonly bySequence: (arg: Arg) => Either.Either<ReadonlyArray<number>, BadCommand>
+  /** A UID set's ranges, `*` resolved, or the client's mistake. */
+  readonly uidRanges: (arg: Arg | undefined) => Either.Either<ReadonlyArray<readonly [number, number]>, BadCommand>
 }
 
 /** How deep keys may nest (parentheses, NOT, OR): more than any mail program writes, far less than would exhaust the stack. */
@@ -21,21 +22,28 @@ const MAX_NESTING = 100
 
 /**
  * The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned
- * into UIDs. `depth`: how deeply these keys are nested already.
+ * into UIDs. Or the client's mistake.
  */
-export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext, depth = 0): SearchKey => {
-  if (depth > MAX_NESTING) throw new BadCommand(`Search keys nested more than ${MAX_NESTING} deep`)
+export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext): Either.Either<SearchKey, BadCommand> =>
+  reading(() => keysOf(args, context, 0))
+
+/** An argument that must be a string, inside the reader. */
+const astring = (arg: Arg | undefined) => valueOf(readString(arg))
+
+/** `depth`: how deeply these keys are nested already. */
+const keysOf = (args: ReadonlyArray<Arg>, context: SearchContext, depth: number): SearchKey => {
+  if (depth > MAX_NESTING) throw badCommand(`Search keys nested more than ${MAX_NESTING} deep`)
   let at = 0
   const text = () => utf8(astring(args[at++]))
   const date = () => {
     const raw = astring(args[at++])
     const day = parseSearchDate(raw)
-    if (day === undefined) throw new BadCommand(`Not a date: ${raw}`)
+    if (day === undefined) throw badCommand(`Not a date: ${raw}`)
     return day
   }
   const number = () => {
     const raw = astring(args[at++])
-    if (!/^\d+$/.test(raw)) throw new BadCommand(`Not a number: ${raw}`)
+    if (!/^\d+$/.test(raw)) throw badCommand(`Not a number: ${raw}`)
     return Number(raw)
   }
   const withKeptFlag = (flag: string, set: boolean): SearchKey => {
@@ -45,7 +53,7 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
   /** The key NOT or OR apply to, one level deeper. */
   let level = depth
   const nested = (): SearchKey => {
-    if (++level > MAX_NESTING) throw new BadCommand(`Search keys nested more than ${MAX_NESTING} deep`)
+    if (++level > MAX_NESTING) throw badCommand(`Search keys nested more than ${MAX_NESTING} deep`)
     try {
       return one()
     } finally {
@@ -54,8 +62,8 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
   }
   const one = (): SearchKey => {
     const arg = args[at++]
-    if (arg === undefined) throw new BadCommand("Missing search key")
-    if (arg.kind === "list") return readSearchKeys(arg.items, context, level + 1)
+    if (arg === undefined) throw badCommand("Missing search key")
+    if (arg.kind === "list") return keysOf(arg.items, context, level + 1)
     const name = astring(arg).toUpperCase()
     switch (name) {
       case "ALL":
@@ -112,9 +120,9 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
         return { kind: "or", left, right: nested() }
       }
       case "UID":
-        return { kind: "uids", ranges: context.uidRanges(args[at++]) }
+        return { kind: "uids", ranges: valueOf(context.uidRanges(args[at++])) }
       default:
-        return { kind: "uids", ranges: context.bySequence(arg).map((uid) => [uid, uid] as const) }
+        return { kind: "uids", ranges: valueOf(context.bySequence(arg)).map((uid) => [uid, uid] as const) }
     }
   }
   const keys: Array<SearchKey> = []

@@ -17,7 +17,7 @@
  * - On shutdown every connection is told BYE and closed; nothing is lost (the server keeps no state of
  *   its own beyond the session's view).
  */
-import { Duration, Effect, Layer, Option, PubSub, Queue, Runtime } from "effect"
+import { Duration, Effect, Either, Layer, Option, PubSub, Queue, Runtime } from "effect"
 import net from "node:net"
 import tls from "node:tls"
 import { Bus, subjects } from "../../services/bus/bus.ts"
@@ -27,7 +27,7 @@ import { AppConfig } from "../config.ts"
 import { tlsFiles } from "../smtp/listen.ts"
 import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
-import { answerText, BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
+import { answerText, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 import { listenFailure } from "../listen-failure.ts"
 import { expectsProxyHeader, PROXY_HEADER_TIMEOUT_MS, readProxyHeader } from "../proxy-protocol.ts"
@@ -195,16 +195,13 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
           if (next === "authenticate" || next === "idle") {
             next = yield* session.continuation(item.bytes)
           } else {
-            let command
-            try {
-              command = parseCommand(item.bytes)
-            } catch (error) {
-              if (!(error instanceof BadCommand)) throw error
+            const command = parseCommand(item.bytes)
+            if (Either.isLeft(command)) {
               ImapMetrics.command("UNPARSED", "BAD")
-              yield* send(`${tagOf(item.bytes)} BAD ${answerText(error.message)}\r\n`)
+              yield* send(`${tagOf(item.bytes)} BAD ${answerText(command.left.message)}\r\n`)
               continue
             }
-            next = yield* session.handle(command)
+            next = yield* session.handle(command.right)
           }
           if (next === "close") {
             yield* closing

@@ -8,9 +8,10 @@
  * FETCH, STORE or SEARCH (RFC 3501 §7.4.1), so sequence numbers stay put while a client counts on them.
  *
  * Every refusal is a tagged NO or BAD with a response code (RFC 5530); a store outage is
- * NO [UNAVAILABLE] and the client may try again.
+ * NO [UNAVAILABLE] and the client may try again. A command the client got wrong fails with BadCommand,
+ * answered BAD: expected, never logged; only a bug is a defect (NO [SERVERBUG], logged).
  */
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import {
   filing,
   type Folder,
@@ -39,7 +40,8 @@ import {
   type Arg,
   answerText,
   astring,
-  BadCommand,
+  badCommand,
+  type BadCommand,
   type Command,
   decodeMailboxName,
   encodeMailboxName,
@@ -183,16 +185,16 @@ export const makeSession = (
       : messages.filter((_, index) => inSequenceSet(set, index + 1, messages.length))
   }
 
-  const sequenceSet = (arg: Arg | undefined, state: Selected, byUid: boolean): SequenceSet => {
-    if (arg?.kind !== "atom") throw new BadCommand("Expected a sequence set")
-    if (arg.text === "$") throw new BadCommand("No saved search")
+  const sequenceSet = (arg: Arg | undefined, state: Selected, byUid: boolean): Either.Either<SequenceSet, BadCommand> => {
+    if (arg?.kind !== "atom") return Either.left(badCommand("Expected a sequence set"))
+    if (arg.text === "$") return Either.left(badCommand("No saved search"))
     const set = parseSequenceSet(arg.text)
-    if (set === undefined) throw new BadCommand(`Not a sequence set: ${arg.text}`)
+    if (set === undefined) return Either.left(badCommand(`Not a sequence set: ${arg.text}`))
     if (!byUid && state.messages.length > 0) {
       const tooHigh = set.some(([from, to]) => [from, to].some((n) => n !== Infinity && n > state.messages.length))
-      if (tooHigh) throw new BadCommand("No such message")
+      if (tooHigh) return Either.left(badCommand("No such message"))
     }
-    return set
+    return Either.right(set)
   }
 
   /** Messages gone from the session's folder, told as EXPUNGEs (highest first, so each number holds when said) unless `quiet`. */
@@ -293,13 +295,13 @@ export const makeSession = (
 
   const status = (tag: string, name: string, items: Arg | undefined) =>
     Effect.gen(function*() {
-      if (items?.kind !== "list") throw new BadCommand("STATUS needs a list of items")
+      if (items?.kind !== "list") return yield* badCommand("STATUS needs a list of items")
       const folder = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
       const counts = yield* store.status(signedIn!.mailboxId, folder)
       const out: Array<Out> = []
       for (const item of items.items) {
-        const key = astring(item).toUpperCase()
+        const key = (yield* astring(item)).toUpperCase()
         const value = key === "MESSAGES"
           ? counts.messages
           : key === "RECENT"
@@ -313,7 +315,7 @@ export const makeSession = (
           : key === "SIZE"
           ? counts.size
           : undefined
-        if (value === undefined) throw new BadCommand(`Unknown STATUS item ${key}`)
+        if (value === undefined) return yield* badCommand(`Unknown STATUS item ${key}`)
         out.push(new Raw(key), value)
       }
       yield* untagged(`STATUS ${serialize(encodeMailboxName(folder.name))} ${serialize(out)}`)
@@ -338,10 +340,10 @@ export const makeSession = (
   const fetch = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
     Effect.gen(function*() {
       const state = selected!
-      const set = sequenceSet(args[0], state, byUid)
+      const set = yield* sequenceSet(args[0], state, byUid)
       const spec = args[1]
-      if (spec === undefined) throw new BadCommand("FETCH needs items")
-      const items = (spec.kind === "list" ? spec.items : [spec]).flatMap((item) => parseFetchItem(astring(item)))
+      if (spec === undefined) return yield* badCommand("FETCH needs items")
+      const items = (yield* Either.all((spec.kind === "list" ? spec.items : [spec]).map((item) => Either.flatMap(astring(item), parseFetchItem)))).flat()
       if (byUid && !items.some((item) => item.kind === "uid")) items.unshift({ kind: "uid" })
       const messages = pick(state, set, byUid)
       const needsBytes = items.some((item) => ["envelope", "bodystructure", "body", "section"].includes(item.kind))
@@ -405,12 +407,12 @@ export const makeSession = (
   const storeFlags = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
     Effect.gen(function*() {
       const state = selected!
-      const set = sequenceSet(args[0], state, byUid)
-      const action = astring(args[1]).toUpperCase()
+      const set = yield* sequenceSet(args[0], state, byUid)
+      const action = (yield* astring(args[1])).toUpperCase()
       const match = /^([+-]?)FLAGS(\.SILENT)?$/.exec(action)
-      if (!match) throw new BadCommand(`Unknown STORE action ${action}`)
+      if (!match) return yield* badCommand(`Unknown STORE action ${action}`)
       const flagArg = args[2]
-      const flags = (flagArg?.kind === "list" ? flagArg.items : args.slice(2)).map((arg) => astring(arg))
+      const flags = yield* Either.all((flagArg?.kind === "list" ? flagArg.items : args.slice(2)).map(astring))
       if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
       const messages = pick(state, set, byUid)
       const mode = match[1] === "+" ? "add" : match[1] === "-" ? "remove" : "replace"
@@ -418,7 +420,7 @@ export const makeSession = (
       // Keywords as first written (any case is the same keyword); flags with a \ other than these are not kept.
       const keywords = onceEach(flags.filter(isKeywordFlag))
       const invalid = keywords.find((keyword) => !isWellFormedKeyword(keyword))
-      if (invalid !== undefined) throw new BadCommand(`Not a keyword: ${invalid}`)
+      if (invalid !== undefined) return yield* badCommand(`Not a keyword: ${invalid}`)
       if (mode !== "remove") {
         /** How many keywords `message` would keep after this STORE. */
         const keeping = (message: FolderMessage) => onceEach([...(mode === "replace" ? [] : message.kept.filter(isKeywordFlag)), ...keywords]).length
@@ -458,20 +460,20 @@ export const makeSession = (
       const state = selected!
       let rest = args
       if (rest[0]?.kind === "atom" && rest[0].text.toUpperCase() === "CHARSET") {
-        const charset = astring(rest[1]).toUpperCase()
+        const charset = (yield* astring(rest[1])).toUpperCase()
         if (charset !== "UTF-8" && charset !== "US-ASCII") return yield* tagged(tag, "NO", "[BADCHARSET (UTF-8 US-ASCII)] Unknown charset")
         rest = rest.slice(2)
       }
-      if (rest.length === 0) throw new BadCommand("SEARCH needs a key")
+      if (rest.length === 0) return yield* badCommand("SEARCH needs a key")
       const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
-      const key = readSearchKeys(rest, {
+      const key = yield* readSearchKeys(rest, {
         withFlag: (flag) => state.messages.filter((message) => flagsOf(message).some((has) => sameFlag(has, flag))).map((message) => message.uid),
-        bySequence: (arg) => pick(state, sequenceSet(arg, state, false), false).map((message) => message.uid),
+        bySequence: (arg) => Either.map(sequenceSet(arg, state, false), (set) => pick(state, set, false).map((message) => message.uid)),
         uidRanges: (arg) =>
-          sequenceSet(arg, state, true).map(([a, b]) => {
+          Either.map(sequenceSet(arg, state, true), (set) => set.map(([a, b]) => {
             const [from, to] = [a === Infinity ? largest : a, b === Infinity ? largest : b]
             return [Math.min(from, to), Math.max(from, to)] as const
-          })
+          }))
       })
       const uids = yield* store.search(signedIn!.mailboxId, state.folder, key)
       const found = byUid ? uids.filter((uid) => seqOf(uid) !== undefined) : uids.flatMap((uid) => seqOf(uid) ?? [])
@@ -526,8 +528,8 @@ export const makeSession = (
   const copyOrMove = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean, move: boolean) =>
     Effect.gen(function*() {
       const state = selected!
-      const set = sequenceSet(args[0], state, byUid)
-      const name = astring(args[1])
+      const set = yield* sequenceSet(args[0], state, byUid)
+      const name = yield* astring(args[1])
       const command = `${byUid ? "UID " : ""}${move ? "MOVE" : "COPY"}`
       const target = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder: label mail to make one")
@@ -568,8 +570,8 @@ export const makeSession = (
   const append = (tag: string, args: ReadonlyArray<Arg>) =>
     Effect.gen(function*() {
       const message = args[args.length - 1]
-      if (args.length < 2 || message?.kind !== "string") throw new BadCommand("APPEND takes a folder and a message")
-      const target = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(astring(args[0])))
+      if (args.length < 2 || message?.kind !== "string") return yield* badCommand("APPEND takes a folder and a message")
+      const target = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(yield* astring(args[0])))
       if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder")
       const refusal = "[CANNOT] Mail is added by receiving or sending it; Sent keeps the mail sent from this mailbox already"
       if (target.kind !== "sent") return yield* tagged(tag, "NO", refusal)
@@ -624,8 +626,8 @@ export const makeSession = (
       return "continue" as const
     })
 
-  /** A command's work; its mistakes are thrown as BadCommand (defects here), the store's refusals fail it. */
-  const run = (command: Command): Effect.Effect<Next, ImapRefused> =>
+  /** A command's work; the client's mistakes fail it with BadCommand, the store's refusals with ImapRefused. */
+  const run = (command: Command): Effect.Effect<Next, ImapRefused | BadCommand> =>
     Effect.gen(function*() {
       const { args, name, tag } = command
       const done = (text: string) => Effect.as(tagged(tag, "OK", text), "continue" as const)
@@ -636,11 +638,11 @@ export const makeSession = (
           : state === "authenticated"
           ? current !== "notAuthenticated"
           : current === "selected"
-        if (!ok) {
-          throw new BadCommand(
+        return ok
+          ? Effect.void
+          : Effect.fail(badCommand(
             state === "notAuthenticated" ? "Already signed in" : state === "authenticated" ? "Sign in first" : "Select a folder first"
-          )
-        }
+          ))
       }
       if (signedIn !== undefined && name !== "LOGOUT") {
         const principal = yield* store.recheck(signedIn.apiKey, signedIn.mailboxId)
@@ -662,118 +664,121 @@ export const makeSession = (
           yield* untagged(`ID ("name" "Mailroom")`)
           return yield* done("ID completed")
         case "STARTTLS":
-          needs("notAuthenticated")
-          if (!options.canStartTls()) throw new BadCommand("STARTTLS is not available here")
+          yield* needs("notAuthenticated")
+          if (!options.canStartTls()) return yield* badCommand("STARTTLS is not available here")
           yield* tagged(tag, "OK", "Begin TLS negotiation now")
           return "startTls"
         case "LOGIN": {
-          needs("notAuthenticated")
+          yield* needs("notAuthenticated")
           if (!options.secure() && !options.clearTextAllowed) {
             return yield* Effect.as(tagged(tag, "NO", "[PRIVACYREQUIRED] Use TLS first: this server takes API keys over TLS only"), "continue" as const)
           }
-          return yield* signIn(tag, utf8(astring(args[0])), utf8(astring(args[1])))
+          return yield* signIn(tag, utf8(yield* astring(args[0])), utf8(yield* astring(args[1])))
         }
         case "AUTHENTICATE": {
-          needs("notAuthenticated")
-          if (astring(args[0]).toUpperCase() !== "PLAIN") {
+          yield* needs("notAuthenticated")
+          if ((yield* astring(args[0])).toUpperCase() !== "PLAIN") {
             return yield* Effect.as(tagged(tag, "NO", "[CANNOT] Use AUTHENTICATE PLAIN"), "continue" as const)
           }
           if (!options.secure() && !options.clearTextAllowed) {
             return yield* Effect.as(tagged(tag, "NO", "[PRIVACYREQUIRED] Use TLS first: this server takes API keys over TLS only"), "continue" as const)
           }
-          if (args[1] !== undefined) return yield* plainResponse(tag, astring(args[1]) === "=" ? "" : astring(args[1]))
+          if (args[1] !== undefined) {
+            const initial = yield* astring(args[1])
+            return yield* plainResponse(tag, initial === "=" ? "" : initial)
+          }
           waiting = { tag, kind: "authenticate" }
           yield* send("+ \r\n")
           return "authenticate"
         }
         case "ENABLE":
-          needs("authenticated")
+          yield* needs("authenticated")
           yield* untagged("ENABLED")
           return yield* done("ENABLE completed")
         case "NAMESPACE":
-          needs("authenticated")
+          yield* needs("authenticated")
           yield* untagged(`NAMESPACE (("" "${HIERARCHY_DELIMITER}")) NIL NIL`)
           return yield* done("NAMESPACE completed")
         case "SELECT":
         case "EXAMINE":
-          needs("authenticated")
-          yield* select(tag, astring(args[0]), name === "EXAMINE")
+          yield* needs("authenticated")
+          yield* select(tag, yield* astring(args[0]), name === "EXAMINE")
           return "continue"
         case "LIST":
         case "LSUB":
-          needs("authenticated")
-          if (args.length > 2 || args[0]?.kind === "list") throw new BadCommand("LIST takes a reference and a pattern")
-          yield* list(tag, name, astring(args[0]), astring(args[1]))
+          yield* needs("authenticated")
+          if (args.length > 2 || args[0]?.kind === "list") return yield* badCommand("LIST takes a reference and a pattern")
+          yield* list(tag, name, yield* astring(args[0]), yield* astring(args[1]))
           return "continue"
         case "STATUS":
-          needs("authenticated")
-          yield* status(tag, astring(args[0]), args[1])
+          yield* needs("authenticated")
+          yield* status(tag, yield* astring(args[0]), args[1])
           return "continue"
         case "SUBSCRIBE":
         case "UNSUBSCRIBE":
-          needs("authenticated")
+          yield* needs("authenticated")
           return yield* done(`${name} completed (every folder is listed)`)
         case "CREATE":
         case "DELETE":
         case "RENAME":
-          needs("authenticated")
+          yield* needs("authenticated")
           return yield* Effect.as(
             tagged(tag, "NO", "[CANNOT] Folders here are INBOX, Sent, Junk, Trash and the labels mail carries: label mail to make one"),
             "continue" as const
           )
         case "APPEND":
-          needs("authenticated")
+          yield* needs("authenticated")
           yield* append(tag, args)
           return "continue"
         case "IDLE":
-          needs("authenticated")
+          yield* needs("authenticated")
           waiting = { tag, kind: "idle" }
           yield* send("+ idling\r\n")
           return "idle"
         case "CLOSE":
-          needs("selected")
+          yield* needs("selected")
           if (!selected!.readOnly) yield* expunge("", undefined, true)
           selected = undefined
           return yield* done("CLOSE completed")
         case "UNSELECT":
-          needs("selected")
+          yield* needs("selected")
           selected = undefined
           return yield* done("UNSELECT completed")
         case "EXPUNGE":
-          needs("selected")
+          yield* needs("selected")
           yield* expunge(tag, undefined, false)
           return "continue"
         case "FETCH":
-          needs("selected")
+          yield* needs("selected")
           yield* fetch(tag, args, false)
           return "continue"
         case "STORE":
-          needs("selected")
+          yield* needs("selected")
           yield* storeFlags(tag, args, false)
           return "continue"
         case "SEARCH":
-          needs("selected")
+          yield* needs("selected")
           yield* search(tag, args, false)
           return "continue"
         case "COPY":
         case "MOVE":
-          needs("selected")
+          yield* needs("selected")
           yield* copyOrMove(tag, args, false, name === "MOVE")
           return "continue"
         case "UID": {
-          needs("selected")
-          const sub = astring(args[0]).toUpperCase()
+          yield* needs("selected")
+          const sub = (yield* astring(args[0])).toUpperCase()
           const rest = args.slice(1)
           if (sub === "FETCH") yield* fetch(tag, rest, true)
           else if (sub === "STORE") yield* storeFlags(tag, rest, true)
           else if (sub === "SEARCH") yield* search(tag, rest, true)
-          else if (sub === "EXPUNGE") yield* expunge(tag, sequenceSet(rest[0], selected!, true), false)
+          else if (sub === "EXPUNGE") yield* expunge(tag, yield* sequenceSet(rest[0], selected!, true), false)
           else if (sub === "COPY" || sub === "MOVE") yield* copyOrMove(tag, rest, true, sub === "MOVE")
-          else throw new BadCommand(`Unknown UID command ${sub}`)
+          else return yield* badCommand(`Unknown UID command ${sub}`)
           return "continue"
         }
         default:
-          throw new BadCommand(`Unknown command ${name}`)
+          return yield* badCommand(`Unknown command ${name}`)
       }
     })
 
@@ -787,13 +792,13 @@ export const makeSession = (
       current = command.name === "UID" && command.args[0]?.kind === "atom" ? `UID ${command.args[0].text.toUpperCase()}` : command.name
       return run(command)
     }).pipe(
-      Effect.catchAll((refusal) =>
-        endsSession(refusal) ? bye(refusal) : Effect.as(refused(command.tag, refusal), "continue" as const)
-      ),
+      Effect.catchTags({
+        BadCommand: (bad) => Effect.as(tagged(command.tag, "BAD", bad.message), "continue" as const),
+        ImapRefused: (refusal) => endsSession(refusal) ? bye(refusal) : Effect.as(refused(command.tag, refusal), "continue" as const)
+      }),
+      // A bug, not the client's doing: logged, and the client told the command failed.
       Effect.catchAllDefect((defect) =>
-        defect instanceof BadCommand
-          ? Effect.as(tagged(command.tag, "BAD", defect.message), "continue" as const)
-          : Effect.zipRight(Effect.logError("IMAP command failed", defect), Effect.as(tagged(command.tag, "NO", "[SERVERBUG] The command failed"), "continue" as const))
+        Effect.zipRight(Effect.logError("IMAP command failed", defect), Effect.as(tagged(command.tag, "NO", "[SERVERBUG] The command failed"), "continue" as const))
       )
     )
 

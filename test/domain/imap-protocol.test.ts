@@ -3,6 +3,7 @@
  * and framing (literals, sections, limits), sequence sets, modified UTF-7 folder names, the
  * BODYSTRUCTURE, ENVELOPE and BODY[section] of messages with nested parts, and filing as labelling.
  */
+import { Either } from "effect"
 import { describe, expect, it } from "vitest"
 import { filing, type Folder, folderNamed, foldersOf, systemFolders } from "../../services/imap/folders.ts"
 import { bodyStructure, envelope, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
@@ -13,7 +14,7 @@ import {
   formatSequenceSet,
   inSequenceSet,
   Literal,
-  parseCommand,
+  parseCommand as parseEither,
   tagOf,
   parseSearchDate,
   parseSequenceSet,
@@ -22,6 +23,12 @@ import {
 } from "../../src/imap/protocol.ts"
 
 const bytes = (text: string) => Buffer.from(text, "latin1")
+
+/** A command the parser takes; its refusal, for one it does not, is `mistakeIn`'s. */
+const parseCommand = (input: string) => Either.getOrThrowWith(parseEither(input), (bad) => new Error(`refused: ${bad.message}`))
+/** The client's mistake the parser names, as the BadCommand it fails with (answered BAD). */
+const mistakeIn = (input: string) =>
+  Either.match(parseEither(input), { onLeft: (bad) => `${bad._tag}: ${bad.message}`, onRight: () => "taken" })
 
 describe("IMAP commands", () => {
   it("parses atoms, quoted strings with escapes, literals, lists and FETCH sections as one atom", () => {
@@ -39,12 +46,12 @@ describe("IMAP commands", () => {
       { kind: "atom", text: "1:*" },
       { kind: "list", items: [{ kind: "atom", text: "UID" }, { kind: "atom", text: "BODY.PEEK[HEADER.FIELDS (From To)]<0.100>" }] }
     ])
-    expect(() => parseCommand("a4 LOGIN \"open\r\n")).toThrow("Unterminated quoted string")
-    expect(() => parseCommand("a5 FETCH (1\r\n")).toThrow("Unterminated list")
-    expect(() => parseCommand("* NOOP\r\n")).toThrow("Expected a tag")
+    expect(mistakeIn("a4 LOGIN \"open\r\n")).toBe("BadCommand: Unterminated quoted string")
+    expect(mistakeIn("a5 FETCH (1\r\n")).toBe("BadCommand: Unterminated list")
+    expect(mistakeIn("* NOOP\r\n")).toBe("BadCommand: Expected a tag and a command")
     // NUL is in no command (RFC 3501 §9): BAD, not a store's failure told as "try again later"; an APPEND's message is kept as sent.
     for (const command of ["n1 SELECT \"IN\u0000BOX\"\r\n", "n2 SEARCH BODY {4}\r\nfo\u0000o\r\n", "n3 LOGIN a\u0000b key\r\n"]) {
-      expect(() => parseCommand(command), command).toThrow("A command holds no NUL character")
+      expect(mistakeIn(command), command).toBe("BadCommand: A command holds no NUL character")
     }
     expect(parseCommand("n4 APPEND Sent {5}\r\nA\u0000BCD\r\n").args[1]).toEqual({ kind: "string", text: "A\u0000BCD" })
     // A tag of bytes no tag has is not sent back: the refusal is untagged.
