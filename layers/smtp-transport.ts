@@ -83,17 +83,23 @@ const eightBit = (raw: Uint8Array) => {
 }
 
 /**
+ * The extensions the server offered in its EHLO answer ("8BITMIME", "SMTPUTF8", ...; none after HELO).
+ * nodemailer keeps them in a field of its own with no accessor: this is the one place that reads it.
+ */
+const offeredBy = (connection: SMTPConnection): ReadonlyArray<string> =>
+  (connection as unknown as { readonly _supportedExtensions?: ReadonlyArray<string> })._supportedExtensions ?? []
+
+/**
  * MAIL FROM with SMTPUTF8 when the server offers it, for a message whose header is UTF-8. nodemailer
  * decides SMTPUTF8 by the envelope's addresses alone and has no setting for it, so its command is
  * amended on the way out, for this transaction only.
  */
 const withSmtpUtf8 = (connection: SMTPConnection) => {
   const reached = connection as unknown as {
-    _supportedExtensions?: ReadonlyArray<string>
     _sendCommand: (command: string, ...rest: Array<unknown>) => unknown
   }
   const original = reached._sendCommand
-  if (typeof original !== "function" || !reached._supportedExtensions?.includes("SMTPUTF8")) return () => {}
+  if (typeof original !== "function" || !offeredBy(connection).includes("SMTPUTF8")) return () => {}
   reached._sendCommand = function(command: string, ...rest: Array<unknown>) {
     const amended = /^MAIL FROM:/i.test(command) && !/ SMTPUTF8\b/i.test(command) ? `${command} SMTPUTF8` : command
     return original.call(this, amended, ...rest)
@@ -111,7 +117,7 @@ const withSmtpUtf8 = (connection: SMTPConnection) => {
  * or is lost in a server that could not handle it.
  */
 const beyondServer = (connection: SMTPConnection, message: Message, bits: { readonly eightBitMime: boolean; readonly smtpUtf8: boolean }) => {
-  const offered = (connection as unknown as { readonly _supportedExtensions?: ReadonlyArray<string> })._supportedExtensions ?? []
+  const offered = offeredBy(connection)
   const international = bits.smtpUtf8 || [message.from, ...message.to].some((address) => /[^\x00-\x7f]/.test(address))
   if (international && !offered.includes("SMTPUTF8")) {
     return {
