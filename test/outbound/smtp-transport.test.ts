@@ -3,26 +3,16 @@
  * hand a server (8-bit mail without 8BITMIME, UTF-8 without SMTPUTF8) and where it will not send a
  * relay's password (in the clear, to a host that is not loopback).
  */
-import { Duration, Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Layer } from "effect"
 import type { AddressInfo } from "node:net"
 import { networkInterfaces } from "node:os"
 import { SMTPServer } from "smtp-server"
 import { afterEach, describe, expect, it } from "vitest"
 import { layer as transportLayer } from "../../layers/smtp-transport.ts"
-import { OutboundSettings } from "../../services/outbound/settings.ts"
 import { type SmtpTarget, SmtpTransport } from "../../services/outbound/transport.ts"
+import { outboundSettings } from "../support/outbound-settings.ts"
 
-const settings = Layer.succeed(OutboundSettings, {
-  relay: Option.none(),
-  mxPort: 25,
-  heloName: "mx.test",
-  maxAge: Duration.hours(48),
-  retryDelays: [Duration.minutes(1)],
-  dkimSelector: "mailroom",
-  dkimPrivateKey: Option.none(),
-  appUrl: "http://mailroom.test",
-  timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
-})
+const settings = outboundSettings()
 
 interface Seen {
   readonly commands: Array<string>

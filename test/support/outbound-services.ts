@@ -3,7 +3,7 @@
  * signing and an in-memory bus, over the suite's database (provided by the caller). Domain suites of
  * what sends mail (send limits, meetings) stand on it.
  */
-import { Duration, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, type BusShape } from "../../services/bus/bus.ts"
@@ -14,19 +14,11 @@ import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { Drafts } from "../../services/outbound/drafts.ts"
 import { Replies } from "../../services/outbound/replies.ts"
 import { Outbound } from "../../services/outbound/send.ts"
-import { OutboundSettings } from "../../services/outbound/settings.ts"
+import { outboundSettings } from "./outbound-settings.ts"
 import { DOMAIN } from "./seed-mail.ts"
 
-const settings = Layer.succeed(OutboundSettings, {
-  relay: Option.none(),
-  mxPort: 25,
-  heloName: "mx.test",
-  maxAge: Duration.hours(48),
-  retryDelays: [Duration.minutes(1)],
-  dkimSelector: "mailroom",
-  dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
-  appUrl: "http://mailroom.test",
-  timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
+const settings = outboundSettings({
+  dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString())
 })
 
 const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
