@@ -63,6 +63,12 @@ interface Outcome {
   readonly response: string
   /** A bounce that says the address takes no mail: it joins the account's suppression list. */
   readonly suppress: boolean
+  /**
+   * Not tried on this attempt (`deferred`): every host stopped at an earlier envelope of the message,
+   * whose answer was that envelope's own. It keeps what it was (queued, or deferred with its attempts
+   * and last answer) and waits for the job to come back; `response` says why, for a log or a give-up.
+   */
+  readonly untried?: true
 }
 
 /**
@@ -124,7 +130,9 @@ const STOP_GRACE = Duration.seconds(5)
 const WaitingRow = Schema.Struct({
   recipient: Schema.String,
   attempts: Schema.Number,
-  status: Schema.String,
+  status: Schema.Literal("queued", "deferred"),
+  /** Its last attempt's answer (none while queued): kept when this attempt does not try it. */
+  response: Schema.NullOr(Schema.String),
   /** On the account's suppression list now: it joined it (bounced, unsubscribed, …) since this one was queued. */
   suppressed: Schema.Boolean
 })
@@ -160,9 +168,10 @@ const JobRow = Schema.Struct({
 interface DeliveryUpdate {
   readonly emailId: string
   readonly recipient: string
-  readonly status: Outcome["status"]
+  readonly status: Outcome["status"] | "queued"
   readonly attempts: number
-  readonly response: string
+  /** None for a queued recipient this attempt did not try. */
+  readonly response: string | null
   readonly nextAttemptAt: Date | null
   /** Nothing to tell of it (a deferral that went on): told already. */
   readonly announced: boolean
@@ -207,7 +216,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           ),
           firsts AS (SELECT DISTINCT ON (email_id, domain) * FROM j ORDER BY email_id, domain, idx),
           locked AS MATERIALIZED (
-            SELECT o.email_id, o.recipient, o.domain, o.attempts, o.status, o.claimed_until, f.idx, f.claim,
+            SELECT o.email_id, o.recipient, o.domain, o.attempts, o.status, o.last_response, o.claimed_until, f.idx, f.claim,
                    o.claimed_until IS NULL OR o.claimed_until < now() AS free
             FROM outbound_deliveries o JOIN firsts f ON o.email_id = f.email_id AND o.domain = f.domain
             WHERE o.status IN ('queued', 'deferred')
@@ -222,6 +231,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           )
           SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.bounce_key::text AS bounce_key, e.created_at, b.content,
                  coalesce((SELECT json_agg(json_build_object('recipient', l.recipient, 'attempts', l.attempts, 'status', l.status,
+                                                             'response', l.last_response,
                                                              'suppressed', EXISTS (SELECT 1 FROM suppressions s
                                                                                    WHERE s.user_id = e.user_id AND s.address = lower(l.recipient)))
                                            ORDER BY l.recipient)
@@ -384,6 +394,11 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
      * The first route that answers decides; an envelope a route cannot take (unreachable, or 4xx at
      * once) hands it and those after it over to the next. Given up STOP_GRACE after the process begins
      * to stop (DeliveryStopped).
+     *
+     * A host that fails as a whole (not reached, its greeting or login refused, a 421) fails every
+     * envelope still waiting: each was tried. A 4xx to one envelope's MAIL FROM or DATA is that
+     * envelope's answer alone: those after it were not tried on that host, and an envelope no host
+     * got to is `untried`, charged with nothing (no attempt, no answer of another's, no event).
      */
     const deliverOut = (domain: string, envelopes: ReadonlyArray<Envelope>, raw: Uint8Array) =>
       Effect.gen(function*() {
@@ -392,9 +407,14 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const found = yield* routes(domain)
         if (found.kind === "none") return each(envelopes, "failed", found.response)
         if (found.kind === "unavailable") return each(envelopes, "deferred", found.response)
+        if (found.hosts.length === 0) return each(envelopes, "deferred", `451 4.4.1 No mail host for ${domain} could be reached`)
         const outcomes: Array<Outcome> = []
         let waiting = envelopes
-        let last = `451 4.4.1 No mail host for ${domain} could be reached`
+        // The latest answer each waiting envelope got, its own or its host's; one without was never tried.
+        const answered = new Map<Envelope, string>()
+        const failAll = (of: ReadonlyArray<Envelope>, response: string) => of.forEach((e) => answered.set(e, response))
+        // The answer that stopped the last host before the untried envelopes.
+        let stoppedBy = ""
         for (const route of found.hosts) {
           const address = yield* Effect.either(addressOf(route.name))
           if (Either.isLeft(address)) {
@@ -402,7 +422,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             if (found.implicit && address.left.reason === "NotFound") {
               return [...outcomes, ...each(waiting, "failed", `550 5.1.2 ${domain} has no mail server`)]
             }
-            last = `451 4.4.3 ${address.left.message}`
+            failAll(waiting, `451 4.4.3 ${address.left.message}`)
             continue
           }
           const target = { ...route.target, host: address.right, serverName: route.name }
@@ -431,7 +451,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
               yield* Effect.logWarning(`Delivery deferred: ${response}`)
               return [...outcomes, ...each(waiting.slice(taken), "deferred", response)]
             }
-            last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
+            const response = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
             // A permanent refusal of the whole message (sender, data) is the domain's answer; it suppresses
             // no address unless it says the addresses take no mail (a DATA "550 5.1.1"), never for a refused sender.
             if (failure.code !== undefined && failure.code >= 500) {
@@ -440,12 +460,31 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
               continue
             }
             // Not reached, or not now: this envelope and those after it try the next host.
+            const ownAnswer = failure.code !== undefined && failure.code !== 421 && (failure.command === "MAIL FROM" || failure.command === "DATA")
+            if (ownAnswer) {
+              answered.set(envelope, response)
+              stoppedBy = response
+            } else {
+              failAll(waiting.slice(taken), response)
+            }
             break
           }
           waiting = waiting.slice(taken)
           if (waiting.length === 0) return outcomes
         }
-        return [...outcomes, ...each(waiting, "deferred", last)]
+        return [
+          ...outcomes,
+          ...waiting.flatMap((envelope) => {
+            const response = answered.get(envelope)
+            return response !== undefined ? each([envelope], "deferred", response) : envelope.to.map((recipient): Outcome => ({
+              recipient,
+              status: "deferred",
+              response: `Not tried: ${domain}'s mail server deferred an earlier recipient's transaction of this message (${stoppedBy})`,
+              suppress: false,
+              untried: true
+            }))
+          })
+        ]
       }).pipe(
         Effect.raceFirst(lifecycle.stopping.pipe(Effect.zipRight(Effect.sleep(STOP_GRACE)), Effect.zipRight(new DeliveryStopped({ domain }))))
       )
@@ -459,15 +498,32 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       Effect.gen(function*() {
         const now = new Date()
         const before = new Map(email.waiting.map((w) => [w.recipient, w]))
-        const rows = outcomes.map((o) => {
+        const giveUpAt = email.createdAt.getTime() + Duration.toMillis(settings.maxAge)
+        const changed: Array<StatusChange & { readonly previousStatus: string | undefined }> = []
+        // Not tried this time, and still in time: left as they were (queued, or deferred with their
+        // attempts and last answer), to be tried when the job comes back; nothing to tell or count.
+        const untouched: Array<DeliveryUpdate> = []
+        for (const o of outcomes) {
           const previous = before.get(o.recipient)
-          // Giving up on a suppressed recipient is no attempt: nothing was sent to it.
-          const attempts = (previous?.attempts ?? 0) + (o.status === "suppressed" ? 0 : 1)
-          const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, attempts)))
+          // Giving up on a suppressed recipient is no attempt: nothing was sent to it; nor is passing one over.
+          const attempts = (previous?.attempts ?? 0) + (o.status === "suppressed" || o.untried === true ? 0 : 1)
+          const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, o.untried === true ? attempts + 1 : attempts)))
           // Out of time: the next attempt would come after OUTBOUND_MAX_AGE.
-          const expired = o.status === "deferred" && next.getTime() > email.createdAt.getTime() + Duration.toMillis(settings.maxAge)
+          const expired = o.status === "deferred" && next.getTime() > giveUpAt
+          if (o.untried === true && !expired && previous !== undefined) {
+            untouched.push({
+              emailId,
+              recipient: o.recipient,
+              status: previous.status,
+              attempts,
+              response: previous.response,
+              nextAttemptAt: next,
+              announced: true
+            })
+            continue
+          }
           const status: Outcome["status"] = expired ? "failed" : o.status
-          return {
+          changed.push({
             recipient: o.recipient,
             status,
             attempts,
@@ -475,21 +531,21 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             nextAttemptAt: status === "deferred" ? next : null,
             previousStatus: previous?.status,
             suppress: o.suppress
-          }
-        })
+          })
+        }
         const sent: SentEmail = { id: emailId, ...email }
         // Suppressed before the outcome is written, so that no crash between the two leaves a bounced
         // recipient unsuppressed: the job, delivered again, skips a settled recipient but settles a
         // suppressed one as such. And whoever reads the bounce finds the suppression.
-        yield* suppressBounced(sql, sent, rows)
+        yield* suppressBounced(sql, sent, changed)
         // A deferral is told once, when it starts; every final outcome is told.
-        const told = rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred")
-        yield* writeUpdates(rows.map((r) => ({ ...r, emailId, announced: !told.includes(r) })))
+        const told = changed.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred")
+        yield* writeUpdates([...changed.map((r) => ({ ...r, emailId, announced: !told.includes(r) })), ...untouched])
         // Counted once written, before telling (a publish to the bus): whoever reads the outcome
         // finds it counted a moment later at most.
-        yield* recordDeliveries(rows.map((r) => r.status))
+        yield* recordDeliveries(changed.map((r) => r.status))
         yield* tell(sent, told, now)
-        return rows.some((r) => r.status === "deferred")
+        return untouched.length > 0 || changed.some((r) => r.status === "deferred")
       })
 
     /**
@@ -546,11 +602,11 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       yield* Effect.logInfo("Delivery attempt").pipe(Effect.annotateLogs({
         email_id: job.email_id,
         domain: job.domain,
-        outcomes: countedOutcomes(outcomes)
+        outcomes: countedOutcomes(outcomes.map((o) => ({ status: o.untried === true ? "untried" : o.status })))
       }))
       yield* Effect.logDebug("Delivery attempt's recipients").pipe(Effect.annotateLogs({
         email_id: job.email_id,
-        outcomes: outcomes.map((o) => `${o.recipient}: ${o.status}`).join(", ")
+        outcomes: outcomes.map((o) => `${o.recipient}: ${o.untried === true ? "untried" : o.status}`).join(", ")
       }))
       if (deferred) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
     })

@@ -1,0 +1,200 @@
+/**
+ * The mta (services/outbound/mta.ts) in process, over the suite's migrated database, delivering through
+ * the real SMTP client (layers/smtp-transport.ts) to a real smtp-server this suite starts, the test
+ * domain's MX resolved by a fake Dns. The receiver offers neither 8BITMIME nor SMTPUTF8 unless a test
+ * asks it to, as some servers still do not.
+ *
+ * - Several envelopes for one domain (each recipient's own bounce address): a 4xx to one envelope's
+ *   MAIL FROM is that envelope's answer, and the recipients after it, not tried, are charged nothing.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import type { AddressInfo } from "node:net"
+import { SMTPServer } from "smtp-server"
+import { layer as transportLayer } from "../../layers/smtp-transport.ts"
+import { Lifecycle } from "../../services/lifecycle.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Inbound } from "../../services/mail/inbound.ts"
+import { ArcSeal } from "../../services/outbound/arc-seal.ts"
+import { ForwardedCopies } from "../../services/outbound/forwards.ts"
+import { Mta } from "../../services/outbound/mta.ts"
+import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
+import { testDatabase } from "../support/database.ts"
+import { makeFakeDns } from "../support/fake-dns.ts"
+import { inProcessOutboundOver } from "../support/outbound-services.ts"
+import { outboundSettings } from "../support/outbound-settings.ts"
+import { insertMailbox } from "../support/seed-mail.ts"
+import { insertUser } from "../support/users.ts"
+
+interface Taken {
+  readonly mailFrom: string
+  readonly rcptTo: ReadonlyArray<string>
+  readonly raw: Buffer
+}
+
+/** The receiving server: what it took, the MAIL FROMs it was given, and what it answers. */
+interface ReceiverShape {
+  readonly port: number
+  readonly taken: Array<Taken>
+  readonly mailFroms: Array<string>
+  /** The next MAIL FROMs are answered these replies, in turn (then taken again). */
+  readonly refuseMailFrom: Array<{ readonly code: number; readonly text: string }>
+  /** Offer 8BITMIME and SMTPUTF8 from the next connection on (open ones are closed). */
+  readonly offer8Bit: (offered: boolean) => void
+}
+
+class Receiver extends Context.Tag("test/Receiver")<Receiver, ReceiverShape>() {}
+
+const receiver = Layer.scoped(
+  Receiver,
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const taken: Array<Taken> = []
+      const mailFroms: Array<string> = []
+      const refuseMailFrom: Array<{ readonly code: number; readonly text: string }> = []
+      const server = new SMTPServer({
+        secure: false,
+        logger: false,
+        disabledCommands: ["STARTTLS", "AUTH"],
+        authOptional: true,
+        hide8BITMIME: true,
+        hideSMTPUTF8: true,
+        onMailFrom: (address, _session, callback) => {
+          mailFroms.push(address.address)
+          const refusal = refuseMailFrom.shift()
+          callback(refusal === undefined ? null : Object.assign(new Error(refusal.text), { responseCode: refusal.code }))
+        },
+        onData: (stream, session, callback) => {
+          const chunks: Array<Buffer> = []
+          stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+          stream.on("end", () => {
+            taken.push({
+              mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+              rcptTo: session.envelope.rcptTo.map((r) => r.address),
+              raw: Buffer.concat(chunks)
+            })
+            callback()
+          })
+        }
+      })
+      server.on("error", () => {})
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+      const offer8Bit = (offered: boolean) => {
+        // smtp-server reads these as it answers each EHLO.
+        const options = server.options as { hide8BITMIME?: boolean; hideSMTPUTF8?: boolean }
+        options.hide8BITMIME = !offered
+        options.hideSMTPUTF8 = !offered
+        // A connection the mta keeps was greeted as before: closed, the next is greeted anew.
+        for (const connection of (server as unknown as { connections: Set<{ close: () => void }> }).connections) connection.close()
+      }
+      const shape: ReceiverShape = { port: (server.server.address() as AddressInfo).port, taken, mailFroms, refuseMailFrom, offer8Bit }
+      return { shape, close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+    }),
+    ({ close }) => Effect.promise(close)
+  ).pipe(Effect.map(({ shape }) => shape))
+)
+
+const dns = makeFakeDns()
+dns.records.mx.set("partner.test", [{ priority: 10, exchange: "mx.partner.test" }])
+dns.records.addresses.set("mx.partner.test", [{ address: "127.0.0.1", family: 4 }])
+
+/** The events the mta told: their kind and recipient, in order. */
+const told: Array<{ readonly event: string; readonly recipient: string; readonly attempts: number }> = []
+const outbound = inProcessOutboundOver((bus) => ({
+  ...bus,
+  publish: (subject, data, options) =>
+    Effect.tap(bus.publish(subject, data, options), () =>
+      Effect.sync(() => {
+        if (!subject.startsWith("events.")) return
+        const event = JSON.parse(new TextDecoder().decode(data)) as { data?: { recipient?: string; attempts?: number } }
+        told.push({ event: subject.slice("events.".length), recipient: event.data?.recipient ?? "", attempts: event.data?.attempts ?? -1 })
+      }))
+}))
+
+// Never called: the copies here were not checked on arrival, so none is sealed.
+const noArc = Layer.succeed(ArcSeal, {} as ArcSeal["Type"])
+
+const world = Mta.Default.pipe(
+  Layer.provideMerge(Layer.mergeAll(
+    Inbound.Default.pipe(Layer.provide(RecipientDirectory.Default)),
+    ForwardedCopies.DefaultWithoutDependencies.pipe(Layer.provide(noArc)),
+    dns.layer,
+    transportLayer,
+    Lifecycle.forever
+  )),
+  Layer.provide(Layer.unwrapEffect(Effect.map(Receiver, (r) => outboundSettings({ mxPort: r.port })))),
+  Layer.provideMerge(receiver),
+  Layer.provideMerge(outbound)
+)
+
+const deliveries = (emailId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ recipient: string; status: string; attempts: number; lastResponse: string | null; scheduled: boolean; claim: string | null }>`
+      SELECT recipient, status, attempts, last_response, next_attempt_at IS NOT NULL AS scheduled, claim
+      FROM outbound_deliveries WHERE email_id = ${emailId} ORDER BY recipient`)
+
+layer(testDatabase, { timeout: "120 seconds" })("the mta against a real receiving server", (it) => {
+  it.layer(world)("several envelopes to one domain", (it) => {
+    it.effect("a 451 to the first envelope's MAIL FROM defers its recipient alone: the others, not tried, keep their state, attempts and silence", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const mta = yield* Mta
+        const server = yield* Receiver
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const [ann, bob, cyd] = ["ann@partner.test", "bob@partner.test", "cyd@partner.test"]
+        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [ann, bob, cyd], subject: "Three", text: "Hello." }))
+        const job = { email_id: sent.email_id, domain: "partner.test" }
+        const rateLimited = "451 4.7.1 Sender rate limited, try again later"
+        server.refuseMailFrom.push({ code: 451, text: "4.7.1 Sender rate limited, try again later" })
+        told.length = 0
+
+        const first = yield* Effect.flip(mta.deliver(job))
+        expect(first).toMatchObject({ _tag: "DeliveryDeferred", emailId: sent.email_id, domain: "partner.test" })
+        // One transaction tried (ann's, the first), none taken.
+        expect(server.mailFroms).toHaveLength(1)
+        expect(server.taken).toEqual([])
+        expect(yield* deliveries(sent.email_id)).toEqual([
+          { recipient: ann, status: "deferred", attempts: 1, lastResponse: rateLimited, scheduled: true, claim: null },
+          { recipient: bob, status: "queued", attempts: 0, lastResponse: null, scheduled: true, claim: null },
+          { recipient: cyd, status: "queued", attempts: 0, lastResponse: null, scheduled: true, claim: null }
+        ])
+        expect(told).toEqual([{ event: "email.delivery_delayed", recipient: ann, attempts: 1 }])
+
+        // The job comes back: everyone is tried, and taken.
+        yield* mta.deliver(job)
+        expect(server.taken.map((t) => t.rcptTo)).toEqual([[ann], [bob], [cyd]])
+        expect((yield* deliveries(sent.email_id)).map(({ recipient, status, attempts }) => ({ recipient, status, attempts }))).toEqual([
+          { recipient: ann, status: "sent", attempts: 2 },
+          { recipient: bob, status: "sent", attempts: 1 },
+          { recipient: cyd, status: "sent", attempts: 1 }
+        ])
+        expect(told.slice(1).map((t) => `${t.event} ${t.recipient} ${t.attempts}`).sort()).toEqual([
+          `email.sent ${ann} 2`,
+          `email.sent ${bob} 1`,
+          `email.sent ${cyd} 1`
+        ])
+
+        // Out of time (OUTBOUND_MAX_AGE, 48 h, passed before the next attempt): a recipient never tried fails too, saying so, with no attempt counted.
+        const late = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [ann, bob], subject: "Late", text: "Too late." }))
+        yield* sql`UPDATE emails SET created_at = now() - interval '48 hours' WHERE id = ${late.email_id}`
+        server.refuseMailFrom.push({ code: 451, text: "4.7.1 Sender rate limited, try again later" })
+        told.length = 0
+        yield* mta.deliver({ email_id: late.email_id, domain: "partner.test" })
+        expect(yield* deliveries(late.email_id)).toEqual([
+          { recipient: ann, status: "failed", attempts: 1, lastResponse: `Gave up after 1 attempts: ${rateLimited}`, scheduled: false, claim: null },
+          {
+            recipient: bob,
+            status: "failed",
+            attempts: 0,
+            lastResponse: `Gave up after 0 attempts: Not tried: partner.test's mail server deferred an earlier recipient's transaction of this message (${rateLimited})`,
+            scheduled: false,
+            claim: null
+          }
+        ])
+        expect(told.map((t) => `${t.event} ${t.recipient} ${t.attempts}`)).toEqual([`email.failed ${ann} 1`, `email.failed ${bob} 0`])
+      }))
+  })
+})
