@@ -48,6 +48,11 @@ export const subjects = {
   /** Broadcast only (never stored): a mail program kept flags on an account's mail (imap/store.ts), for its other IMAP sessions. */
   imapFlagsKept: (userId: string) => `signals.imap_flags.${userId}`,
   allImapFlagsKept: "signals.imap_flags.>",
+  /**
+   * Broadcast only (never stored): what decides where an account's mail goes changed (a mailbox
+   * deleted or renamed, a list entry, a plan), told after the change committed (mail/directory.ts).
+   */
+  directoryChanged: "signals.directory.changed",
   /** Broadcast only (never stored): a draft's `send_at` was set, for the mta's scheduler (outbound/drafts.ts). */
   draftScheduled: "signals.draft_scheduled"
 } as const

@@ -12,13 +12,17 @@
  * - On shutdown every stream ends at once: clients reconnect elsewhere with their last id.
  * - A stream whose credential stops working (revoked, logged out, expired) ends before its next frame,
  *   event or heartbeat: its client hears nothing more, and a reconnection is refused.
+ * - A stream filtered to a mailbox ends (with NOT_FOUND) once the mailbox is deleted, after the events
+ *   logged before: a reconnection is 404, so a client stops rather than listen to nothing forever. The
+ *   deletion is told on every node by the directory's signal (mail/directory.ts), after it committed;
+ *   the stream looks anyway every `POLL`, so a lost signal costs at most that.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Duration, Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Bus, subjects } from "../bus/bus.ts"
-import { StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
+import { Bus, decodeJson, subjects } from "../bus/bus.ts"
+import { type NotFound, StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
 import { Lifecycle } from "../lifecycle.ts"
 import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
@@ -58,6 +62,26 @@ export interface StreamRequest {
 
 const signalPrefix = subjects.eventsLogged("")
 
+/**
+ * What a stream heard of its account: events logged, or a change of where its mail goes (a mailbox
+ * deleted, among others).
+ */
+interface Signal {
+  readonly userId: string
+  readonly what: "logged" | "rerouted"
+}
+
+/** The user a directory signal names, if it names one. */
+const reroutedUser = (data: Uint8Array): string | undefined => {
+  try {
+    const change = decodeJson(data) as { readonly userId?: unknown } | null
+    return typeof change?.userId === "string" ? change.userId : undefined
+  } catch {
+    // Not ours to judge: the directory reads the same signal; a stream still looks every POLL.
+    return undefined
+  }
+}
+
 export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -66,11 +90,22 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
     const lifecycle = yield* Lifecycle
 
     /**
-     * User ids, one per "events logged" signal heard. Sliding: a stream busy writing to a slow client
-     * lets its oldest signals go rather than grow without bound; a lost one costs at most `POLL`.
+     * The signals heard, one per "events logged" or "directory changed" signal. Sliding: a stream busy
+     * writing to a slow client lets its oldest signals go rather than grow without bound; a lost one
+     * costs at most `POLL`.
      */
-    const heard = yield* Effect.acquireRelease(PubSub.sliding<string>(1024), PubSub.shutdown)
-    yield* bus.listen(subjects.allEventsLogged, (message) => PubSub.publish(heard, message.subject.slice(signalPrefix.length)).pipe(Effect.asVoid))
+    const heard = yield* Effect.acquireRelease(PubSub.sliding<Signal>(1024), PubSub.shutdown)
+    const tell = (signal: Signal) => PubSub.publish(heard, signal).pipe(Effect.asVoid)
+    yield* bus.listen(subjects.allEventsLogged, (message) => tell({ userId: message.subject.slice(signalPrefix.length), what: "logged" }))
+    yield* bus.listen(subjects.directoryChanged, (message) =>
+      Effect.suspend(() => {
+        const userId = reroutedUser(message.data)
+        return userId === undefined ? Effect.void : tell({ userId, what: "rerouted" })
+      }))
+
+    /** Whether a mailbox a stream was opened for is no longer an active mailbox of the account's (deleted). */
+    const gone = (userId: string, mailboxId: string) =>
+      ownMailbox(sql, userId, mailboxId).pipe(Effect.as(false), Effect.catchTag("NotFound", () => Effect.succeed(true)))
 
     /** One of the account's slots, or STREAM_QUOTA when all are taken (counted under a per-account lock). */
     const takeSlot = (userId: string, plan: Plan) =>
@@ -95,21 +130,35 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
     // Best effort: a slot left behind stops counting once it is stale.
     const releaseSlot = (id: string) => sql`DELETE FROM event_streams WHERE id = ${id}`.pipe(Effect.ignore)
 
-    /** The account's events after `from`, as they are logged; never ends by itself. */
-    const follow = (userId: string, filter: EventFilter, from: Position): Stream.Stream<LoggedEvent, SqlError> =>
+    /**
+     * The account's events after `from`, as they are logged; never ends by itself, unless the mailbox
+     * it is filtered to is deleted: then it fails with that mailbox's NOT_FOUND once it has read every
+     * event logged before.
+     */
+    const follow = (userId: string, filter: EventFilter, from: Position): Stream.Stream<LoggedEvent, SqlError | NotFound> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const signals = yield* PubSub.subscribe(heard)
+        const { mailboxId } = filter
+        /** What woke the stream: a signal of its account (a reroute only matters to one filtered to a mailbox), or `POLL` passing. */
         const signalled = Effect.gen(function*() {
-          while ((yield* Queue.take(signals)) !== userId) {
-            // another account's
+          for (;;) {
+            const signal = yield* Queue.take(signals)
+            if (signal.userId === userId && (signal.what === "logged" || mailboxId !== undefined)) return signal.what
           }
-        }).pipe(Effect.timeout(POLL), Effect.ignore)
+        }).pipe(Effect.timeoutTo({ duration: POLL, onSuccess: (what) => what, onTimeout: () => "poll" as const }))
         let cursor = from
         let readNow = true
         let heldDelay = HELD_RETRY_MS
+        let checkedAt = Date.now()
+        let mailboxGone = false
         const next = Effect.gen(function*() {
           while (true) {
-            if (!readNow) yield* signalled
+            const woke = readNow ? "read" : yield* signalled
+            // Asked before the read, so that every event logged before the deletion is read before the end.
+            if (mailboxId !== undefined && !mailboxGone && (woke === "rerouted" || Date.now() - checkedAt >= Duration.toMillis(POLL))) {
+              checkedAt = Date.now()
+              mailboxGone = yield* gone(userId, mailboxId)
+            }
             const read = yield* log.read(userId, cursor, filter, BATCH)
             cursor = read.next
             readNow = read.events.length === BATCH
@@ -119,6 +168,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
               readNow = true
             } else {
               heldDelay = HELD_RETRY_MS
+            }
+            if (mailboxGone && mailboxId !== undefined) {
+              if (read.events.length === 0 && !read.held) return yield* mailboxNotFound(mailboxId)
+              readNow = true
             }
             if (read.events.length > 0) return Chunk.fromIterable(read.events)
           }

@@ -24,7 +24,7 @@
  *   refusal is kept.
  */
 import { Duration, Effect } from "effect"
-import { Bus, decodeJson, encodeJson } from "../bus/bus.ts"
+import { Bus, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import type { Plan } from "../plans/plans.ts"
 
 /** What RCPT needs to know of an address, as the database answered it. */
@@ -54,7 +54,7 @@ const LIMIT_MARGIN = 0.02
 /** Addresses kept at most; past it the oldest are dropped (they are asked again when used). */
 const MAX_ENTRIES = 100_000
 
-const CHANGED = "signals.directory.changed"
+const CHANGED = subjects.directoryChanged
 
 /** Whether `count` is close enough to `limit` that only the database's count may decide. */
 export const nearLimit = (count: number, limit: number | null): boolean =>

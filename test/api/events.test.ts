@@ -194,6 +194,38 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("ends a stream filtered to a mailbox once the mailbox is deleted, after the events logged before; a reconnection is 404", async () => {
+    const user = await withApiKey(suite.url)
+    const doomed = await newBox(suite.url, { user })
+    const events = await stream(user.apiKey, `?mailbox_id=${doomed.mailboxId}`)
+    const everyMailbox = await stream(user.apiKey)
+    try {
+      expect(events.status).toBe(200)
+      await deliver(doomed.address, "Last words")
+      expect(JSON.parse((await events.next()).data!).data.subject).toBe("Last words")
+      const deleted = await withKey(suite.url, user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+        params: { path: { mailboxId: doomed.mailboxId } },
+        body: { confirm_email_address: doomed.address }
+      })
+      expect(deleted.response.status).toBe(200)
+      await expect(events.next(12_000)).rejects.toThrow("the stream ended")
+      // The client's reconnection, with its last id, meets the 404 and stops.
+      const lastId = events.seen().filter((frame) => frame.id !== undefined).at(-1)!.id!
+      const again = await stream(user.apiKey, `?mailbox_id=${doomed.mailboxId}`, { "last-event-id": lastId })
+      expect(again.status).toBe(404)
+      expect(again.body).toMatchObject({ success: false, error: { code: "NOT_FOUND", details: { mailbox_id: doomed.mailboxId } } })
+      // A stream of the whole account goes on.
+      const kept = await newBox(suite.url, { user })
+      await deliver(kept.address, "Still listening")
+      let heard = JSON.parse((await everyMailbox.next()).data!).data
+      while (heard.mailbox_id === doomed.mailboxId) heard = JSON.parse((await everyMailbox.next()).data!).data
+      expect(heard).toMatchObject({ mailbox_id: kept.mailboxId, subject: "Still listening" })
+    } finally {
+      events.close()
+      everyMailbox.close()
+    }
+  })
+
   it("ends the dashboard's stream of a session logged out before another event reaches it", async () => {
     const user = await withApiKey(suite.url)
     const mine = await newBox(suite.url, { user })
@@ -356,6 +388,34 @@ describe("GET /v1/ws", () => {
       await deliver(mine.address, "After the revocation")
       expect(await ws.next(12_000)).toEqual({ type: "error", error: { code: "UNAUTHORIZED", message: "Invalid, expired or revoked API key" } })
       expect(await ws.closed()).toBe(1008)
+    } finally {
+      ws.close()
+    }
+  })
+
+  it("tells a socket whose subscription's mailbox is deleted NOT_FOUND and leaves it open without a subscription", async () => {
+    const user = await withApiKey(suite.url)
+    const doomed = await newBox(suite.url, { user })
+    const ws = await socket(user.apiKey)
+    try {
+      ws.send({ type: "subscribe", types: ["email.received"], mailbox_id: doomed.mailboxId })
+      expect(await ws.next()).toMatchObject({ type: "subscribed", mailbox_id: doomed.mailboxId })
+      await deliver(doomed.address, "Before the deletion")
+      expect(subjectOf(await ws.next())).toBe("Before the deletion")
+      const deleted = await withKey(suite.url, user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+        params: { path: { mailboxId: doomed.mailboxId } },
+        body: { confirm_email_address: doomed.address }
+      })
+      expect(deleted.response.status).toBe(200)
+      expect(await ws.next(12_000)).toEqual({
+        type: "error",
+        error: { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: doomed.mailboxId } }
+      })
+      // Still open: a ping is answered, and subscribing again to that mailbox is refused as at first.
+      ws.send({ type: "ping" })
+      expect(await ws.next()).toEqual({ type: "pong" })
+      ws.send({ type: "subscribe", mailbox_id: doomed.mailboxId })
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "NOT_FOUND", details: { mailbox_id: doomed.mailboxId } } })
     } finally {
       ws.close()
     }

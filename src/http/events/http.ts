@@ -75,10 +75,11 @@ const makeStream = (surface: "api" | "session") =>
         const body = Stream.concat(
           Stream.make(encoder.encode(`retry: ${RECONNECT_MS}\n\n`)),
           // An error after the headers cannot be answered with an envelope: the stream just ends, and
-          // the client reconnects with its last id (a credential that stopped working: and is refused).
+          // the client reconnects with its last id (a credential that stopped working, or a mailbox
+          // filtered to that was deleted: and is refused, 401 or 404).
           events.pipe(
             Stream.map(frame),
-            Stream.catchTag("Unauthorized", () => Stream.empty),
+            Stream.catchTags({ Unauthorized: () => Stream.empty, NotFound: () => Stream.empty }),
             Stream.catchAllCause((cause) => Stream.fromEffect(Effect.logWarning("An event stream failed", cause)).pipe(Stream.drain))
           )
         )

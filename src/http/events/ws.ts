@@ -16,7 +16,9 @@
  * the new one is checked, so that it frees its stream slot; a refused subscribe, malformed or not,
  * leaves the socket without one until the next.) A bad message is answered with an error and the socket stays open;
  * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
- * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too). The socket holds one of the account's
+ * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too).
+ * A subscription filtered to a mailbox that is deleted ends with that mailbox's NOT_FOUND error, after the
+ * events logged before; the socket stays open without a subscription, as after a refused subscribe. The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does; one left without a subscription for
  * SUBSCRIBE_WITHIN_MS (from its opening, or from a refused subscribe) is closed (1008), so that sockets
  * that never subscribe cannot pile up outside the account's limit. On shutdown it closes with 1001 ("going
@@ -25,7 +27,7 @@
 import { Socket } from "@effect/platform"
 import { Effect, Fiber, Option, ParseResult, Schema, Stream } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
-import { type Unauthorized, ValidationError } from "../../../services/errors.ts"
+import { type NotFound, type Unauthorized, ValidationError } from "../../../services/errors.ts"
 import type { EventFeed, Frame, StreamRequest } from "../../../services/events/feed.ts"
 import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
@@ -105,6 +107,8 @@ export const serveSocket = (
     const turn = yield* Effect.makeSemaphore(1)
     let lastId = Option.none<string>()
     let subscription: Fiber.RuntimeFiber<void, unknown> | undefined
+    /** Counts subscriptions, so that one that ends by itself does not mistake a later one for its own. */
+    let subscriptions = 0
     /** Since when the socket has had no subscription; undefined while it has one. */
     let unsubscribedSince: number | undefined = Date.now()
 
@@ -134,9 +138,20 @@ export const serveSocket = (
       return ending === undefined ? Effect.void : Fiber.interrupt(ending)
     })
 
+    /** The mailbox subscription `which` listened to was deleted: told, and the socket left without a subscription. */
+    const mailboxDeleted = (which: number, error: NotFound) =>
+      refuse({ code: error.code, message: error.message, details: error.details }).pipe(
+        Effect.zipRight(Effect.sync(() => {
+          if (which !== subscriptions) return
+          subscription = undefined
+          unsubscribedSince ??= Date.now()
+        }))
+      )
+
     const subscribe = (request: Subscribe) =>
       Effect.gen(function*() {
         yield* unsubscribe
+        const which = ++subscriptions
         const opened = yield* Effect.either(open({
           recheck,
           userId: principal.userId,
@@ -157,7 +172,7 @@ export const serveSocket = (
         subscription = yield* events.pipe(
           // (The feed also ends its streams when the process stops: the session closes the socket then.)
           Stream.runForEach(deliver),
-          Effect.catchTag("Unauthorized", revoked),
+          Effect.catchTags({ Unauthorized: revoked, NotFound: (error) => mailboxDeleted(which, error) }),
           Effect.catchAllCause((cause) =>
             Effect.logWarning("An event socket failed", cause).pipe(Effect.zipRight(close(SERVER_ERROR, "event stream failed")))
           ),
