@@ -19,7 +19,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { randomBytes } from "node:crypto"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Either, Layer, Schema } from "effect"
 import { Accounts } from "../services/accounts/accounts.ts"
 import { Administration } from "../services/accounts/administration.ts"
 import { AccountClosure } from "../services/accounts/closure.ts"
@@ -33,12 +33,16 @@ import { DkimKeys } from "../services/outbound/dkim.ts"
 import { infrastructureLayer, mailboxSettingsLayer, outboundLayer, paymentsLayer, vectorIndexLayer } from "./app.ts"
 import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
-import { CommandFailed, UsageError } from "./usage.ts"
+import { CommandFailed, type UsageError, usageError } from "./usage.ts"
 
 const print = (text: string) => Effect.sync(() => void process.stdout.write(text.endsWith("\n") ? text : `${text}\n`))
 
 /** `--name value` style options, and the positional arguments left. */
-const parseArgs = (args: ReadonlyArray<string>, options: ReadonlyArray<string>, flags: ReadonlyArray<string>) => {
+const parseArgs = (
+  args: ReadonlyArray<string>,
+  options: ReadonlyArray<string>,
+  flags: ReadonlyArray<string>
+): Either.Either<{ values: Record<string, string>; set: Set<string>; positional: Array<string> }, UsageError> => {
   const values: Record<string, string> = {}
   const set = new Set<string>()
   const positional: Array<string> = []
@@ -46,34 +50,28 @@ const parseArgs = (args: ReadonlyArray<string>, options: ReadonlyArray<string>, 
     const arg = args[i]!
     if (options.includes(arg)) {
       const value = args[++i]
-      if (value === undefined) throw new UsageError(`${arg} needs a value`)
+      if (value === undefined) return Either.left(usageError(`${arg} needs a value`))
       values[arg] = value
     } else if (flags.includes(arg)) set.add(arg)
-    else if (arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`)
+    else if (arg.startsWith("--")) return Either.left(usageError(`unknown option ${arg}`))
     else positional.push(arg)
   }
-  return { values, set, positional }
+  return Either.right({ values, set, positional })
 }
 
-const exactly = (positional: ReadonlyArray<string>, names: ReadonlyArray<string>, command: string) => {
-  if (positional.length !== names.length) {
-    throw new UsageError(names.length === 0 ? `${command} takes no arguments` : `${command} takes ${names.map((name) => `<${name}>`).join(" ")}`)
-  }
-  return positional
-}
+const exactly = (positional: ReadonlyArray<string>, names: ReadonlyArray<string>, command: string): Either.Either<ReadonlyArray<string>, UsageError> =>
+  positional.length === names.length
+    ? Either.right(positional)
+    : Either.left(usageError(names.length === 0 ? `${command} takes no arguments` : `${command} takes ${names.map((name) => `<${name}>`).join(" ")}`))
 
-const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown, what: string): A => {
-  const result = Schema.decodeUnknownEither(schema)(value)
-  if (result._tag === "Left") {
-    throw new UsageError(`${what} ${JSON.stringify(value)}: ${result.left.message.split("\n").at(-1)?.trim()}`)
-  }
-  return result.right
-}
+const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown, what: string): Either.Either<A, UsageError> =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(schema)(value),
+    (error) => usageError(`${what} ${JSON.stringify(value)}: ${error.message.split("\n").at(-1)?.trim()}`)
+  )
 
-const planNamed = (name: string): Plan => {
-  if (!Schema.is(Plan)(name)) throw new UsageError(`unknown plan ${JSON.stringify(name)} (plans: ${Plan.literals.join(", ")})`)
-  return name
-}
+const planNamed = (name: string): Either.Either<Plan, UsageError> =>
+  Schema.is(Plan)(name) ? Either.right(name) : Either.left(usageError(`unknown plan ${JSON.stringify(name)} (plans: ${Plan.literals.join(", ")})`))
 
 const readStdin = () =>
   Effect.promise(async () => {
@@ -109,121 +107,128 @@ const failWith = <A, E extends { readonly message: string }, R>(effect: Effect.E
   Effect.mapError(effect, (error) => new CommandFailed(error.message))
 
 /**
- * Each command checks its command line first (throwing UsageError), before anything is opened, and
- * answers an Effect over the account services.
+ * Each command checks its command line first (failing with UsageError), before anything is opened, and
+ * answers its work: an Effect over the account services, which runCommand provides them to.
  */
-const usersCreate = (args: ReadonlyArray<string>) => {
-  const { values, set, positional } = parseArgs(args, ["--name", "--plan"], ["--password-stdin"])
-  const [rawEmail] = exactly(positional, ["email"], "users create")
-  const email = decode(Email, rawEmail, "email")
-  const name = decode(PersonName, values["--name"] ?? email.split("@")[0]!, "name")
-  const plan = planNamed(values["--plan"] ?? "free")
-  return Effect.gen(function*() {
-    const generated = !set.has("--password-stdin")
-    const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
-    if (password.length < 8) return yield* Effect.fail(new UsageError("the password read from stdin must be at least 8 characters"))
-    const accounts = yield* Accounts
-    const billing = yield* Billing
-    const user = yield* failWith(accounts.register({ email, password, name }))
-    if (plan !== "free") yield* billing.changePlan(user.userId, plan)
-    yield* print(`Created ${user.userId} ${user.email} (plan ${plan})`)
-    if (generated) yield* print(`Password: ${password}`)
+const usersCreate = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const { values, set, positional } = yield* parseArgs(args, ["--name", "--plan"], ["--password-stdin"])
+    const [rawEmail] = yield* exactly(positional, ["email"], "users create")
+    const email = yield* decode(Email, rawEmail, "email")
+    const name = yield* decode(PersonName, values["--name"] ?? email.split("@")[0]!, "name")
+    const plan = yield* planNamed(values["--plan"] ?? "free")
+    return Effect.gen(function*() {
+      const generated = !set.has("--password-stdin")
+      const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
+      if (password.length < 8) return yield* usageError("the password read from stdin must be at least 8 characters")
+      const accounts = yield* Accounts
+      const billing = yield* Billing
+      const user = yield* failWith(accounts.register({ email, password, name }))
+      if (plan !== "free") yield* billing.changePlan(user.userId, plan)
+      yield* print(`Created ${user.userId} ${user.email} (plan ${plan})`)
+      if (generated) yield* print(`Password: ${password}`)
+    })
   })
-}
 
-const usersSetPlan = (args: ReadonlyArray<string>) => {
-  const [email, rawPlan] = exactly(parseArgs(args, [], []).positional, ["email", "plan"], "users set-plan")
-  const plan = planNamed(rawPlan!)
-  return Effect.gen(function*() {
-    const user = yield* failWith((yield* Administration).userByEmail(email!))
-    const billing = yield* Billing
-    const before = yield* failWith(billing.subscription(user.id))
-    // Setting the plan again would restart its period and its usage: nothing is changed.
-    if (before.plan === plan && before.status === "active") {
-      return yield* Effect.fail(new CommandFailed(`${user.email} is on the ${plan} plan already (until ${before.currentPeriodEnd}); nothing changed`))
-    }
-    yield* billing.changePlan(user.id, plan)
-    const after = yield* failWith(billing.subscription(user.id))
-    yield* print(`${user.email}: ${before.plan} -> ${after.plan} until ${after.currentPeriodEnd}`)
+const usersSetPlan = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const [email, rawPlan] = yield* exactly((yield* parseArgs(args, [], [])).positional, ["email", "plan"], "users set-plan")
+    const plan = yield* planNamed(rawPlan!)
+    return Effect.gen(function*() {
+      const user = yield* failWith((yield* Administration).userByEmail(email!))
+      const billing = yield* Billing
+      const before = yield* failWith(billing.subscription(user.id))
+      // Setting the plan again would restart its period and its usage: nothing is changed.
+      if (before.plan === plan && before.status === "active") {
+        return yield* Effect.fail(new CommandFailed(`${user.email} is on the ${plan} plan already (until ${before.currentPeriodEnd}); nothing changed`))
+      }
+      yield* billing.changePlan(user.id, plan)
+      const after = yield* failWith(billing.subscription(user.id))
+      yield* print(`${user.email}: ${before.plan} -> ${after.plan} until ${after.currentPeriodEnd}`)
+    })
   })
-}
 
 /** A person locked out where no mail reaches them: the operator sets the password (every session ends). */
-const usersSetPassword = (args: ReadonlyArray<string>) => {
-  const { set, positional } = parseArgs(args, [], ["--password-stdin"])
-  const [email] = exactly(positional, ["email"], "users set-password")
-  return Effect.gen(function*() {
-    const generated = !set.has("--password-stdin")
-    const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
-    if (password.length < 8) return yield* Effect.fail(new UsageError("the password read from stdin must be at least 8 characters"))
-    const user = yield* failWith((yield* Administration).userByEmail(email!))
-    const done = yield* failWith((yield* Accounts).setPassword(user.id, password, "operator"))
-    yield* print(`${done.email}: password set; ${done.sessionsEnded} ${done.sessionsEnded === 1 ? "session" : "sessions"} signed out`)
-    if (generated) yield* print(`Password: ${password}`)
+const usersSetPassword = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const { set, positional } = yield* parseArgs(args, [], ["--password-stdin"])
+    const [email] = yield* exactly(positional, ["email"], "users set-password")
+    return Effect.gen(function*() {
+      const generated = !set.has("--password-stdin")
+      const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
+      if (password.length < 8) return yield* usageError("the password read from stdin must be at least 8 characters")
+      const user = yield* failWith((yield* Administration).userByEmail(email!))
+      const done = yield* failWith((yield* Accounts).setPassword(user.id, password, "operator"))
+      yield* print(`${done.email}: password set; ${done.sessionsEnded} ${done.sessionsEnded === 1 ? "session" : "sessions"} signed out`)
+      if (generated) yield* print(`Password: ${password}`)
+    })
   })
-}
 
 /** A person who lost both authenticator app and recovery codes: the operator turns two-factor sign-in off. */
-const usersResetTwoFactor = (args: ReadonlyArray<string>) => {
-  const [email] = exactly(parseArgs(args, [], []).positional, ["email"], "users reset-two-factor")
-  return Effect.gen(function*() {
-    const user = yield* failWith((yield* Administration).userByEmail(email!))
-    const done = yield* (yield* TwoFactor).reset(user.id)
-    yield* print(
-      done.wasOn
-        ? `${user.email}: two-factor sign-in turned off; the password alone signs in until it is turned on again`
-        : `${user.email}: two-factor sign-in was off; nothing changed`
-    )
+const usersResetTwoFactor = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const [email] = yield* exactly((yield* parseArgs(args, [], [])).positional, ["email"], "users reset-two-factor")
+    return Effect.gen(function*() {
+      const user = yield* failWith((yield* Administration).userByEmail(email!))
+      const done = yield* (yield* TwoFactor).reset(user.id)
+      yield* print(
+        done.wasOn
+          ? `${user.email}: two-factor sign-in turned off; the password alone signs in until it is turned on again`
+          : `${user.email}: two-factor sign-in was off; nothing changed`
+      )
+    })
   })
-}
 
-const usersDelete = (args: ReadonlyArray<string>) => {
-  const { set, positional } = parseArgs(args, [], ["--yes"])
-  const [email] = exactly(positional, ["email"], "users delete")
-  if (!set.has("--yes")) {
-    throw new UsageError("users delete deletes the account and everything it holds, for good: add --yes to confirm")
-  }
-  return Effect.gen(function*() {
-    const user = yield* failWith((yield* Administration).userByEmail(email!))
-    const deleted = yield* failWith((yield* AccountClosure).close(user.id))
-    const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("x") ? "es" : "s"}`
-    yield* print(
-      `Deleted ${user.id} ${deleted.email}: ${plural(deleted.mailboxes, "mailbox")}, ${plural(deleted.emails, "email")}` +
-        (deleted.mailboxes > 0 ? " (their addresses are held from other accounts for 30 days)" : "")
-    )
+const usersDelete = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const { set, positional } = yield* parseArgs(args, [], ["--yes"])
+    const [email] = yield* exactly(positional, ["email"], "users delete")
+    if (!set.has("--yes")) {
+      return yield* usageError("users delete deletes the account and everything it holds, for good: add --yes to confirm")
+    }
+    return Effect.gen(function*() {
+      const user = yield* failWith((yield* Administration).userByEmail(email!))
+      const deleted = yield* failWith((yield* AccountClosure).close(user.id))
+      const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("x") ? "es" : "s"}`
+      yield* print(
+        `Deleted ${user.id} ${deleted.email}: ${plural(deleted.mailboxes, "mailbox")}, ${plural(deleted.emails, "email")}` +
+          (deleted.mailboxes > 0 ? " (their addresses are held from other accounts for 30 days)" : "")
+      )
+    })
   })
-}
 
-const keysRevoke = (args: ReadonlyArray<string>) => {
-  const [keyId] = exactly(parseArgs(args, [], []).positional, ["key_id"], "keys revoke")
-  return Effect.gen(function*() {
-    const key = yield* failWith((yield* Administration).keyOwner(keyId!))
-    if (key.revokedAt !== null) return yield* Effect.fail(new CommandFailed(`${keyId} was revoked already (${key.revokedAt.toISOString()})`))
-    yield* failWith((yield* ApiKeys).revoke(key.userId, keyId!))
-    yield* print(`Revoked ${keyId}`)
+const keysRevoke = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const [keyId] = yield* exactly((yield* parseArgs(args, [], [])).positional, ["key_id"], "keys revoke")
+    return Effect.gen(function*() {
+      const key = yield* failWith((yield* Administration).keyOwner(keyId!))
+      if (key.revokedAt !== null) return yield* Effect.fail(new CommandFailed(`${keyId} was revoked already (${key.revokedAt.toISOString()})`))
+      yield* failWith((yield* ApiKeys).revoke(key.userId, keyId!))
+      yield* print(`Revoked ${keyId}`)
+    })
   })
-}
 
-const showUsage = (args: ReadonlyArray<string>) => {
-  const [email] = exactly(parseArgs(args, [], []).positional, ["email"], "usage")
-  return Effect.gen(function*() {
-    const admin = yield* Administration
-    const billing = yield* Billing
-    const user = yield* failWith(admin.userByEmail(email!))
-    const subscription = yield* failWith(billing.subscription(user.id))
-    const used = yield* failWith(billing.usage(user.id))
-    const counts = yield* admin.counts(user.id)
-    yield* print([
-      `${user.email} (${user.id})`,
-      `plan:      ${subscription.plan} (${subscription.status}), period ${subscription.currentPeriodStart} to ${subscription.currentPeriodEnd}`,
-      `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} this period; ${counts.emails} stored`,
-      `searches:  ${formatLimit(used.searchesUsed, used.searchesLimit)} this period`,
-      `storage:   ${formatLimit(used.storageUsed, used.storageLimit)} bytes`,
-      `mailboxes: ${counts.mailboxes} active`,
-      `api keys:  ${counts.keys} active`
-    ].join("\n"))
+const showUsage = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const [email] = yield* exactly((yield* parseArgs(args, [], [])).positional, ["email"], "usage")
+    return Effect.gen(function*() {
+      const admin = yield* Administration
+      const billing = yield* Billing
+      const user = yield* failWith(admin.userByEmail(email!))
+      const subscription = yield* failWith(billing.subscription(user.id))
+      const used = yield* failWith(billing.usage(user.id))
+      const counts = yield* admin.counts(user.id)
+      yield* print([
+        `${user.email} (${user.id})`,
+        `plan:      ${subscription.plan} (${subscription.status}), period ${subscription.currentPeriodStart} to ${subscription.currentPeriodEnd}`,
+        `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} this period; ${counts.emails} stored`,
+        `searches:  ${formatLimit(used.searchesUsed, used.searchesLimit)} this period`,
+        `storage:   ${formatLimit(used.storageUsed, used.storageLimit)} bytes`,
+        `mailboxes: ${counts.mailboxes} active`,
+        `api keys:  ${counts.keys} active`
+      ].join("\n"))
+    })
   })
-}
 
 /** A TXT value as zone files write it: character-strings of at most 255 bytes. */
 const txt = (value: string) => (value.match(/.{1,255}/g) ?? [""]).map((part) => `"${part}"`).join(" ")
@@ -265,40 +270,38 @@ const migrate = (config: AppConfigShape) =>
     )
   }).pipe(Effect.provide(Database.unmigratedLayer(config)))
 
-/** The commands other than serve and reindex (which main.ts runs itself). */
-export const runCommand = (config: AppConfigShape, command: string, args: ReadonlyArray<string>) =>
-  Effect.suspend((): Effect.Effect<void, unknown> => {
+/**
+ * The commands other than serve and reindex (which main.ts runs itself). A command's line is checked
+ * (UsageError) before its work is given the layers it runs over: a wrong command line opens nothing.
+ */
+export const runCommand = (config: AppConfigShape, command: string, args: ReadonlyArray<string>): Effect.Effect<void, unknown> =>
+  Effect.gen(function*() {
     switch (command) {
       case "migrate":
-        exactly(args, [], "migrate")
-        return migrate(config)
+        yield* exactly(args, [], "migrate")
+        return yield* migrate(config)
       case "dns-records":
-        exactly(args, [], "dns-records")
-        return Effect.flatMap(dnsRecords(config), (records) => print(records.trimEnd()))
+        yield* exactly(args, [], "dns-records")
+        return yield* Effect.flatMap(dnsRecords(config), (records) => print(records.trimEnd()))
       case "users": {
         const [sub, ...rest] = args
-        if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))
-        if (sub === "set-plan") return Effect.provide(usersSetPlan(rest), accountsLayer(config))
-        if (sub === "set-password") return Effect.provide(usersSetPassword(rest), accountsLayer(config))
-        if (sub === "reset-two-factor") return Effect.provide(usersResetTwoFactor(rest), twoFactorLayer(config))
-        if (sub === "delete") return Effect.provide(usersDelete(rest), closureLayer(config))
-        return Effect.fail(
-          new UsageError(
-            sub === undefined ? "users needs a subcommand: create, set-plan, set-password, reset-two-factor, delete" : `unknown users subcommand ${sub}`
-          )
+        if (sub === "create") return yield* Effect.provide(yield* usersCreate(rest), accountsLayer(config))
+        if (sub === "set-plan") return yield* Effect.provide(yield* usersSetPlan(rest), accountsLayer(config))
+        if (sub === "set-password") return yield* Effect.provide(yield* usersSetPassword(rest), accountsLayer(config))
+        if (sub === "reset-two-factor") return yield* Effect.provide(yield* usersResetTwoFactor(rest), twoFactorLayer(config))
+        if (sub === "delete") return yield* Effect.provide(yield* usersDelete(rest), closureLayer(config))
+        return yield* usageError(
+          sub === undefined ? "users needs a subcommand: create, set-plan, set-password, reset-two-factor, delete" : `unknown users subcommand ${sub}`
         )
       }
       case "keys": {
         const [sub, ...rest] = args
-        if (sub === "revoke") return Effect.provide(keysRevoke(rest), accountsLayer(config))
-        return Effect.fail(new UsageError(sub === undefined ? "keys needs a subcommand: revoke" : `unknown keys subcommand ${sub}`))
+        if (sub === "revoke") return yield* Effect.provide(yield* keysRevoke(rest), accountsLayer(config))
+        return yield* usageError(sub === undefined ? "keys needs a subcommand: revoke" : `unknown keys subcommand ${sub}`)
       }
       case "usage":
-        return Effect.provide(showUsage(args), accountsLayer(config))
+        return yield* Effect.provide(yield* showUsage(args), accountsLayer(config))
       default:
-        return Effect.fail(new UsageError(`unknown command ${command}`))
+        return yield* usageError(`unknown command ${command}`)
     }
-  }).pipe(
-    // parseArgs throws UsageError synchronously inside the generators: surface it as a failure.
-    Effect.catchAllDefect((defect) => (defect instanceof UsageError ? Effect.fail(defect) : Effect.die(defect)))
-  )
+  })

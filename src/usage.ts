@@ -2,6 +2,8 @@
  * The command line's text and its two kinds of failure, apart from the commands themselves, so that
  * `mailroom help` and a mistyped command answer without loading the server (src/main.ts).
  */
+import { Schema } from "effect"
+
 export const usage = `Usage: mailroom [command]
 
 Commands:
@@ -32,8 +34,11 @@ Settings are the server's environment variables (see .env.example).
 /** The commands main.ts knows, checked before anything is loaded. */
 export const commands = ["serve", "migrate", "reindex", "dns-records", "users", "keys", "usage", "help"] as const
 
-/** A wrong command line: the message and the usage, exit 2. */
-export class UsageError extends Error {}
+/** A wrong command line (the operator's mistake, an expected failure): the message and the usage, exit 2. */
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
+
+/** The command line is wrong: `message` says how. */
+export const usageError = (message: string) => new UsageError({ message })
 
 /** A command that ran and could not do what was asked: the message, exit 1. */
 export class CommandFailed extends Error {}

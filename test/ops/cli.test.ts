@@ -84,6 +84,26 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
     expect(unknown.stderr).toBe("mailroom: unknown command frobnicate\nRun `mailroom help` for the commands.\n")
   })
 
+  it("refuses a wrong command line with exit 2 and the usage's message alone, before it opens anything", async () => {
+    // No database at this address: a command that opened one before checking its line would fail (exit 1) instead.
+    const nowhere = { DATABASE_URL: "postgres://postgres@127.0.0.1:1/nowhere" }
+    const refusals: Array<readonly [ReadonlyArray<string>, string]> = [
+      [["users", "create"], "users create takes <email>"],
+      [["users", "create", "not-an-address"], "email \"not-an-address\": must be a valid email address"],
+      [["users", "delete", "someone@example.com"], "users delete deletes the account and everything it holds, for good: add --yes to confirm"],
+      [["migrate", "now"], "migrate takes no arguments"]
+    ]
+    for (const [args, message] of refusals) {
+      const refused = await mailroom(args, { env: nowhere })
+      // The message and where the commands are: no stack trace, nothing logged.
+      expect({ code: refused.code, stdout: refused.stdout, stderr: refused.stderr }, args.join(" ")).toEqual({
+        code: 2,
+        stdout: "",
+        stderr: `mailroom: ${message}\nRun \`mailroom help\` for the commands.\n`
+      })
+    }
+  }, 180_000)
+
   it("prints the DNS records for the shared domains: MX, SPF, the DKIM key the mta signs with, and DMARC", async () => {
     const records = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
     expect(records.code).toBe(0)
