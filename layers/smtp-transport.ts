@@ -114,7 +114,8 @@ const withSmtpUtf8 = (connection: SMTPConnection) => {
  * message needing SMTPUTF8 (a UTF-8 header, a non-ASCII address: what submission could not make 7-bit,
  * services/outbound/seven-bit.ts) to a server that does not offer it (RFC 6531 §3.2), 8-bit content
  * to one that offers no 8BITMIME (RFC 6152 §3). Sent anyway, such mail reaches its readers garbled
- * or is lost in a server that could not handle it.
+ * or is lost in a server that could not handle it. A message that comes with a 7-bit form the server
+ * takes (a forwarded copy, services/outbound/forwards.ts) goes in that form instead.
  */
 const beyondServer = (connection: SMTPConnection, message: Message, bits: { readonly eightBitMime: boolean; readonly smtpUtf8: boolean }) => {
   const offered = offeredBy(connection)
@@ -270,7 +271,13 @@ const makeTransport = (timeouts: Timeouts) => {
   /** One transaction on `pooled`; the outcome says whether the connection can carry another. */
   const transact = (pooled: Pooled, message: Message, done: (outcome: Outcome) => void) => {
     pooled.current = done
-    const bits = eightBit(message.raw)
+    const asIs = eightBit(message.raw)
+    // A message the server cannot be given as it is goes in its 7-bit form, when it has one the server takes.
+    const sevenBit = message.sevenBit
+    const converted = sevenBit !== undefined && beyondServer(pooled.connection, message, asIs) !== undefined &&
+      beyondServer(pooled.connection, message, eightBit(sevenBit)) === undefined
+    const raw = converted ? sevenBit : message.raw
+    const bits = converted ? eightBit(sevenBit) : asIs
     // What the server cannot be given is not sent to it: nothing goes over the connection, which stays sound.
     const unsendable = beyondServer(pooled.connection, message, bits)
     if (unsendable !== undefined) {
@@ -280,7 +287,7 @@ const makeTransport = (timeouts: Timeouts) => {
     // MAIL FROM is written within send(), before it returns: the amendment is undone right after.
     const restore = bits.smtpUtf8 ? withSmtpUtf8(pooled.connection) : () => {}
     const envelope = { from: message.from, to: [...message.to], use8BitMime: bits.eightBitMime }
-    pooled.connection.send(envelope, Buffer.from(message.raw), (error, info) => {
+    pooled.connection.send(envelope, Buffer.from(raw), (error, info) => {
       // A message refused at DATA comes back without the RCPT refusals before it: the connection's
       // envelope of this transaction (untyped) still holds them.
       const envelope = (pooled.connection as unknown as { readonly _envelope?: { readonly rejectedErrors?: ReadonlyArray<NodemailerError> } })._envelope

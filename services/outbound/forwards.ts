@@ -8,9 +8,10 @@
  * (forward-rules.ts: what ends loops). The sender's own DKIM signature therefore still verifies, so
  * DMARC can still pass at the address. Mailroom seals the copy with an ARC set (arc-seal.ts: what it
  * found of the sender's SPF, DKIM and DMARC, for a receiver that trusts Mailroom's word where SPF no
- * longer can) and signs it with DKIM, both with the mailbox domain's key. Its envelope sender is the
- * email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is judged against Mailroom's
- * domain, and a later delivery report finds the copy (bounces.ts).
+ * longer can) and signs it with DKIM, both with the mailbox domain's key. For a receiving server that
+ * takes no 8-bit mail, 8-bit mail's copy is also made 7-bit and sealed and signed as such (`sevenBit`).
+ * Its envelope sender is the email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is
+ * judged against Mailroom's domain, and a later delivery report finds the copy (bounces.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schema } from "effect"
@@ -23,6 +24,7 @@ import { CLAIM_SECONDS, DeliveryHeld } from "./claims.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { DkimKeys } from "./dkim.ts"
 import { OutboundSettings, retryDelay } from "./settings.ts"
+import { sevenBit } from "./seven-bit.ts"
 
 /** One job: the copies of the email `forward_of` to the addresses at `domain` still waiting. */
 export const ForwardJob = Schema.Struct({
@@ -102,7 +104,15 @@ const CopyRow = Schema.Struct({
 /** A job's copies: the message to send (signed), from which envelope sender, to whom, and where they are. */
 export interface ForwardedCopy {
   readonly mailFrom: string
+  /** The copy as received below Mailroom's fields, sealed and signed. */
   readonly raw: Uint8Array
+  /**
+   * The copy of 8-bit mail made 7-bit (seven-bit.ts), sealed and signed as it then is: what a server that
+   * takes no 8-bit mail is given (the transport chooses). The sender's own signature does not survive
+   * the re-encoding, so it goes only where the copy as received cannot: RFC 6152 §3 leaves a relay
+   * to convert or to bounce.
+   */
+  readonly sevenBit: Uint8Array | undefined
   readonly waiting: ReadonlyArray<typeof WaitingCopy.Type>
   /** Some waiting addresses another attempt holds (its process died, the claim not ended yet): the job comes back for them. */
   readonly held: DeliveryHeld | undefined
@@ -176,17 +186,24 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
       const key = yield* dkim.signer(row.mailboxDomain, row.customDomainId ?? undefined)
       // Sealed when Mailroom checked the message and found no ARC chain, or one that validated.
       const chain = row.arcResult === "none" || row.arcResult === "pass" ? row.arcResult : undefined
-      const sealed = row.authenticationResults === null || chain === undefined
-        ? Buffer.alloc(0)
-        : yield* arc.seal(copy, { key, results: row.authenticationResults, chain }).pipe(
-          Effect.catchAll((error) =>
-            Effect.as(Effect.logWarning("A forwarded copy could not be ARC-sealed; it goes with its DKIM signature only", error), Buffer.alloc(0))
-          )
-        )
-      const raw = yield* Effect.orDie(dkimSign(Buffer.concat([sealed, copy]), key, now))
+      const signed = (message: Buffer) =>
+        Effect.gen(function*() {
+          const sealed = row.authenticationResults === null || chain === undefined
+            ? Buffer.alloc(0)
+            : yield* arc.seal(message, { key, results: row.authenticationResults, chain }).pipe(
+              Effect.catchAll((error) =>
+                Effect.as(Effect.logWarning("A forwarded copy could not be ARC-sealed; it goes with its DKIM signature only", error), Buffer.alloc(0))
+              )
+            )
+          return yield* Effect.orDie(dkimSign(Buffer.concat([sealed, message]), key, now))
+        })
+      const raw = yield* signed(copy)
+      // 8-bit mail also made 7-bit, sealed and signed as it then is, for a server that takes no 8-bit mail.
+      const converted = sevenBit(copy)
       return {
         mailFrom: bounceAddressFor(bounceAddress(job.forward_of, row.mailboxDomain), row.bounceKey, job.domain),
         raw,
+        sevenBit: converted === copy ? undefined : yield* signed(converted),
         waiting: row.waiting,
         held,
         verifiedHere: row.verifiedHere,

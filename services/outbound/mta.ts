@@ -393,14 +393,15 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
      * bounce address, or several recipients under one), one after another on the host's connection.
      * The first route that answers decides; an envelope a route cannot take (unreachable, or 4xx at
      * once) hands it and those after it over to the next. Given up STOP_GRACE after the process begins
-     * to stop (DeliveryStopped).
+     * to stop (DeliveryStopped). `sevenBit`, when given (a forwarded copy of 8-bit mail, forwards.ts), is
+     * the message for a server that takes no 8-bit mail.
      *
      * A host that fails as a whole (not reached, its greeting or login refused, a 421) fails every
      * envelope still waiting: each was tried. A 4xx to one envelope's MAIL FROM or DATA is that
      * envelope's answer alone: those after it were not tried on that host, and an envelope no host
      * got to is `untried`, charged with nothing (no attempt, no answer of another's, no event).
      */
-    const deliverOut = (domain: string, envelopes: ReadonlyArray<Envelope>, raw: Uint8Array) =>
+    const deliverOut = (domain: string, envelopes: ReadonlyArray<Envelope>, raw: Uint8Array, sevenBit?: Uint8Array) =>
       Effect.gen(function*() {
         const each = (of: ReadonlyArray<Envelope>, status: Outcome["status"], response: string) =>
           of.flatMap((e) => e.to).map((recipient): Outcome => ({ recipient, status, response, suppress: false }))
@@ -428,7 +429,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           const target = { ...route.target, host: address.right, serverName: route.name }
           let taken = 0
           for (const envelope of waiting) {
-            const result = yield* Effect.either(transport.send(target, { from: envelope.from, to: envelope.to, raw, heloName: settings.heloName }))
+            const result = yield* Effect.either(transport.send(target, { from: envelope.from, to: envelope.to, raw, sevenBit, heloName: settings.heloName }))
             if (Either.isRight(result)) {
               const byRecipient = new Map(result.right.map((o) => [o.recipient.toLowerCase(), o]))
               outcomes.push(...envelope.to.map((recipient) => {
@@ -643,7 +644,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const addresses = copy.waiting.map((w) => w.address)
       const outcomes = sharedDomains.includes(job.domain) || copy.verifiedHere
         ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom, copy)
-        : yield* deliverOut(job.domain, [{ from: copy.mailFrom, to: addresses }], copy.raw)
+        : yield* deliverOut(job.domain, [{ from: copy.mailFrom, to: addresses }], copy.raw, copy.sevenBit)
       const rows = yield* copies.record(job, copy, outcomes)
       yield* recordDeliveries(rows.map((r) => r.status))
       yield* Effect.logInfo("Forwarding attempt").pipe(Effect.annotateLogs({

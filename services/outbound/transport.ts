@@ -50,7 +50,17 @@ export class SmtpFailure extends Data.TaggedError("SmtpFailure")<{
 export interface SmtpTransportShape {
   readonly send: (
     target: SmtpTarget,
-    message: { readonly from: string; readonly to: ReadonlyArray<string>; readonly raw: Uint8Array; readonly heloName: string }
+    message: {
+      readonly from: string
+      readonly to: ReadonlyArray<string>
+      readonly raw: Uint8Array
+      /**
+       * The same message made 7-bit (services/outbound/seven-bit.ts) and signed as such, where it
+       * differs: what a server that takes no 8-bit mail (no 8BITMIME, RFC 6152 §3) is given instead.
+       */
+      readonly sevenBit?: Uint8Array | undefined
+      readonly heloName: string
+    }
   ) => Effect.Effect<ReadonlyArray<RecipientOutcome>, SmtpFailure>
 }
 

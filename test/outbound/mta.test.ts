@@ -6,17 +6,23 @@
  *
  * - Several envelopes for one domain (each recipient's own bounce address): a 4xx to one envelope's
  *   MAIL FROM is that envelope's answer, and the recipients after it, not tried, are charged nothing.
+ * - A forwarded copy of 8-bit mail goes 7-bit, signed as such, to a server that takes no 8-bit mail,
+ *   and as received (a sender's own signature intact) to one that does.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
+import { simpleParser } from "mailparser"
+import { dkimVerify } from "mailauth"
 import type { AddressInfo } from "node:net"
 import { SMTPServer } from "smtp-server"
 import { layer as transportLayer } from "../../layers/smtp-transport.ts"
+import { encodeJson, subjects } from "../../services/bus/bus.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { Inbound } from "../../services/mail/inbound.ts"
 import { ArcSeal } from "../../services/outbound/arc-seal.ts"
+import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { ForwardedCopies } from "../../services/outbound/forwards.ts"
 import { Mta } from "../../services/outbound/mta.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
@@ -24,7 +30,7 @@ import { testDatabase } from "../support/database.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
 import { inProcessOutboundOver } from "../support/outbound-services.ts"
 import { outboundSettings } from "../support/outbound-settings.ts"
-import { insertMailbox } from "../support/seed-mail.ts"
+import { DOMAIN, insertEmail, insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 interface Taken {
@@ -118,6 +124,7 @@ const noArc = Layer.succeed(ArcSeal, {} as ArcSeal["Type"])
 const world = Mta.Default.pipe(
   Layer.provideMerge(Layer.mergeAll(
     Inbound.Default.pipe(Layer.provide(RecipientDirectory.Default)),
+    // With the send path's DKIM key, so that a test can check the copy's signature against it.
     ForwardedCopies.DefaultWithoutDependencies.pipe(Layer.provide(noArc)),
     dns.layer,
     transportLayer,
@@ -195,6 +202,64 @@ layer(testDatabase, { timeout: "120 seconds" })("the mta against a real receivin
           }
         ])
         expect(told.map((t) => `${t.event} ${t.recipient} ${t.attempts}`)).toEqual([`email.failed ${ann} 1`, `email.failed ${bob} 0`])
+      }))
+  })
+
+  it.layer(world)("a forwarded copy of 8-bit mail", (it) => {
+    it.effect("goes 7-bit, signed as it then is, to a server without 8BITMIME; as received to one that takes 8-bit mail", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const mta = yield* Mta
+        const server = yield* Receiver
+        const dkim = yield* DkimKeys
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const text = "Grüße aus Köln: 12 € pro Stück."
+        const record = yield* dkim.record(DOMAIN, undefined)
+        const resolver = async (name: string, type: string) => {
+          if (name === record.name && type === "TXT") return [[record.value]]
+          throw Object.assign(new Error(`no ${type} for ${name}`), { code: "ENOTFOUND" })
+        }
+        const forward = (subject: string) =>
+          Effect.gen(function*() {
+            // Stored as it came: a UTF-8 body under no Content-Transfer-Encoding (7bit by default), as mail programs send.
+            const email = yield* insertEmail(box, { subject, receivedMinutesAgo: 1, text })
+            expect(email.raw.some((byte) => byte > 127)).toBe(true)
+            yield* sql`INSERT INTO forward_deliveries (email_id, address, domain) VALUES (${email.id}, 'reader@partner.test', 'partner.test')`
+            yield* mta.handle({
+              subject: subjects.forwardedMail(email.id),
+              data: encodeJson({ forward_of: email.id, domain: "partner.test" }),
+              msgId: `forward:${email.id}:partner.test`,
+              deliveryCount: 1
+            })
+            const copies = yield* sql<{ status: string; attempts: number; lastResponse: string }>`
+              SELECT status, attempts, last_response FROM forward_deliveries WHERE email_id = ${email.id}`
+            return { email, copies, taken: server.taken.find((t) => t.raw.includes(`Message-ID: <${email.id}@test>`)) }
+          })
+
+        // No 8BITMIME (nor SMTPUTF8): the copy goes 7-bit, where it was bounced 554 5.6.3 before.
+        const plain = yield* forward("Quarterly figures")
+        expect(plain.copies).toEqual([{ status: "sent", attempts: 1, lastResponse: expect.stringMatching(/^250 /) }])
+        const taken = plain.taken!
+        expect(taken.raw.some((byte) => byte > 127)).toBe(false)
+        expect(taken.raw.toString("latin1")).toMatch(/\r\nContent-Transfer-Encoding: quoted-printable\r\n/)
+        expect(taken.raw.toString("latin1")).toMatch(/\r\nX-Mailroom-Forwarded-By: /)
+        const parsed = yield* Effect.promise(() => simpleParser(taken.raw))
+        expect(parsed.text?.trim()).toBe(text)
+        // Signed after the conversion: the signature verifies over the bytes that arrived.
+        const verdict = yield* Effect.promise(() => dkimVerify(taken.raw, { resolver }))
+        expect(verdict.results.map((r) => ({ status: r.status.result, domain: r.signingDomain }))).toEqual([{ status: "pass", domain: DOMAIN }])
+
+        // A server that takes 8-bit mail is given the copy as received, below Mailroom's fields.
+        server.offer8Bit(true)
+        const eightBit = yield* forward("Quarterly figures, again")
+        expect(eightBit.copies).toEqual([{ status: "sent", attempts: 1, lastResponse: expect.stringMatching(/^250 /) }])
+        const asReceived = eightBit.taken!.raw
+        expect(asReceived.includes(Buffer.from(eightBit.email.raw))).toBe(true)
+        expect(asReceived.toString("latin1")).not.toContain("quoted-printable")
+        const verdict8 = yield* Effect.promise(() => dkimVerify(asReceived, { resolver }))
+        expect(verdict8.results.map((r) => r.status.result)).toEqual(["pass"])
+        server.offer8Bit(false)
       }))
   })
 })
