@@ -13,6 +13,7 @@ import { textOfHtml } from "../mail/extract/render.ts"
 import { outgoingContentType } from "./attachment-types.ts"
 import { type DkimKey, dkimSign } from "./dkim-signature.ts"
 import type { AttachmentInput } from "./schemas.ts"
+import { sevenBit } from "./seven-bit.ts"
 
 export interface NamedAddress {
   readonly name?: string | undefined
@@ -131,8 +132,10 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
   }).pipe(
     Effect.flatMap((unsigned) =>
       // The sender's own fields (`headers`: X-Ticket, …) are signed too: a receiver's automation may act on them.
+      // Made 7-bit first (seven-bit.ts): the composer writes 7-bit parts, but an attached email (message/rfc822,
+      // never base64) keeps its 8-bit bytes, which a server without 8BITMIME may not be given.
       Effect.mapError(
-        dkimSign(withSubject(unsigned, message.subject), message.dkim, message.date, Object.keys(message.headers)),
+        dkimSign(sevenBit(withSubject(unsigned, message.subject)), message.dkim, message.date, Object.keys(message.headers)),
         (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause })
       )
     ),

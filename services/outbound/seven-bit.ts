@@ -143,7 +143,8 @@ const sevenBitEntity = (entity: string, top = false): string => {
       body = out
     }
   } else if (type === "message/rfc822" && identity) {
-    body = sevenBitEntity(body)
+    // A message of its own (RFC 2046 §5.2.1): a part it re-encodes needs its own MIME-Version to be read so.
+    body = sevenBitEntity(body, true)
   } else if (EIGHT_BIT.test(body) && identity) {
     reencoded = true
     const bytes = Buffer.from(body, "latin1")

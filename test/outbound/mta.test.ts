@@ -7,7 +7,8 @@
  * - Several envelopes for one domain (each recipient's own bounce address): a 4xx to one envelope's
  *   MAIL FROM is that envelope's answer, and the recipients after it, not tried, are charged nothing.
  * - A forwarded copy of 8-bit mail goes 7-bit, signed as such, to a server that takes no 8-bit mail,
- *   and as received (a sender's own signature intact) to one that does.
+ *   and as received (a sender's own signature intact) to one that does; a sent email's attached 8-bit
+ *   email goes 7-bit (the send path converts what it composes).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -260,6 +261,42 @@ layer(testDatabase, { timeout: "120 seconds" })("the mta against a real receivin
         const verdict8 = yield* Effect.promise(() => dkimVerify(asReceived, { resolver }))
         expect(verdict8.results.map((r) => r.status.result)).toEqual(["pass"])
         server.offer8Bit(false)
+      }))
+  })
+
+  it.layer(world)("a sent email with an attached 8-bit email", (it) => {
+    it.effect("goes 7-bit, the attached email's text intact and the signature passing, to a server without 8BITMIME", () =>
+      Effect.gen(function*() {
+        const sending = yield* Outbound
+        const mta = yield* Mta
+        const server = yield* Receiver
+        const dkim = yield* DkimKeys
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const record = yield* dkim.record(DOMAIN, undefined)
+        const resolver = async (name: string, type: string) => {
+          if (name === record.name && type === "TXT") return [[record.value]]
+          throw Object.assign(new Error(`no ${type} for ${name}`), { code: "ENOTFOUND" })
+        }
+        // An email as a mail program saved it: UTF-8 in its Subject and its body, under no transfer encoding.
+        const attached = Buffer.from("From: ann@partner.test\r\nSubject: Grüße\r\nDate: Mon, 7 Dec 2026 10:00:00 +0000\r\n\r\nGrüße aus Köln.\r\n", "utf8")
+        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({
+          to: ["dee@partner.test"],
+          subject: "The note, attached",
+          text: "See the attached note.",
+          attachments: [{ filename: "note.eml", content_type: "message/rfc822", content: attached.toString("base64") }]
+        }))
+        yield* mta.deliver({ email_id: sent.email_id, domain: "partner.test" })
+        expect(yield* deliveries(sent.email_id)).toMatchObject([{ recipient: "dee@partner.test", status: "sent", attempts: 1 }])
+        const taken = server.taken.find((t) => t.rcptTo.includes("dee@partner.test"))!
+        expect(taken.raw.some((byte) => byte > 127)).toBe(false)
+        const verdict = yield* Effect.promise(() => dkimVerify(taken.raw, { resolver }))
+        expect(verdict.results.map((r) => r.status.result)).toEqual(["pass"])
+        const note = (yield* Effect.promise(() => simpleParser(taken.raw))).attachments.find((a) => a.contentType === "message/rfc822")!
+        // A message of its own, its re-encoded body declared MIME (RFC 2045 §4), or a reader would show it encoded.
+        expect(note.content.toString("latin1")).toMatch(/(^|\r\n)MIME-Version: 1\.0\r\n/)
+        const inner = yield* Effect.promise(() => simpleParser(note.content))
+        expect({ subject: inner.subject, text: inner.text?.trim() }).toEqual({ subject: "Grüße", text: "Grüße aus Köln." })
       }))
   })
 })
