@@ -16,6 +16,7 @@ import { DomainSettings } from "../services/domains/domains.ts"
 import { type Dependency, DependencyHealth } from "../services/health/dependency-health.ts"
 import { Lifecycle } from "../services/lifecycle.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
+import { ForwardingKey, forwardingKeyOf } from "../services/mail/forward-rules.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { Embedder } from "../services/search/embedder.ts"
@@ -95,8 +96,16 @@ const watchedLayer = (config: AppConfigShape) =>
     yield* health.watch("bus", { name: Option.isSome(config.natsUrl) ? "NATS" : "The bus", probe: bus.ping })
   }))
 
+/**
+ * The settings made of the server's secret: access tokens are signed with it, and forwarded copies'
+ * loop fields with a key derived from it (forward-rules.ts), alike on every node.
+ */
 const settingsLayer = (config: AppConfigShape) =>
-  Layer.effect(AccountSettings, Effect.map(jwtSecret(config), (secret) => ({ jwtSecret: secret })))
+  Layer.unwrapEffect(Effect.map(jwtSecret(config), (secret) =>
+    Layer.merge(
+      Layer.succeed(AccountSettings, { jwtSecret: secret }),
+      Layer.succeed(ForwardingKey, forwardingKeyOf(Redacted.value(secret)))
+    )))
 
 /**
  * What the roles share beyond storage: DNS (webhook targets, domain verification), where webhooks

@@ -42,6 +42,7 @@ import { publishForwards } from "../outbound/forwards.ts"
 import { groupCommit, groupCommitIsolated } from "../batching.ts"
 import { type NewEmail, storeEmails } from "./store.ts"
 import { Filters } from "./filters.ts"
+import { forwardedBy, ForwardingKey } from "./forward-rules.ts"
 
 /** Messages whose raw bytes are read, or whose emails are stored, in one statement at most. */
 const MAX_BATCH = 64
@@ -84,6 +85,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
     const bounces = yield* BounceReports
     const authenticator = yield* Authenticator
     const filters = yield* Filters
+    const { key: forwardingKey } = yield* ForwardingKey
 
     /** An email stored by an earlier delivery, with what was extracted from it. */
     const findEmail = (emailId: string) =>
@@ -184,7 +186,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         authenticationResults: verdict?.results,
         spam: message.spam,
         extracted,
-        headerFromForms: authorForms(parsed)
+        headerFromForms: authorForms(parsed),
+        // Only the forwarded-by fields Mailroom wrote: a stranger's would switch forwarding off.
+        forwardedBy: forwardedBy(forwardingKey, parsed.headers)
       })
       if (inserted) {
         yield* filters.noteApplied(filtered.applied)

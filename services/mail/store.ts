@@ -16,7 +16,7 @@ import type { Direction } from "./schemas.ts"
 import { referencedIds, threadChoice } from "./threads.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
 import { SPAM } from "./spam.ts"
-import { forwardedBy, MAX_FORWARD_HOPS } from "./forward-rules.ts"
+import { MAX_FORWARD_HOPS } from "./forward-rules.ts"
 
 export interface NewEmail {
   readonly emailId: string
@@ -46,6 +46,11 @@ export interface NewEmail {
    * in the insert itself, so the lists cost ingest no round trip of their own.
    */
   readonly headerFromForms?: ReadonlyArray<string> | undefined
+  /**
+   * Inbound mail: the mailboxes that forwarded it before, as the fields Mailroom wrote and signed name
+   * them (forward-rules.ts `forwardedBy`: the caller checks them, since a stranger can write the field).
+   */
+  readonly forwardedBy?: ReadonlyArray<string> | undefined
 }
 
 /** A stored email, and the domains its forwarded copies were queued for (forward-rules.ts; none for most). */
@@ -209,7 +214,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
     })
     // The mailboxes that forwarded each email before (forward-rules.ts), for the few that name any: apart from
     // `input`, which a second reference would make PostgreSQL copy whole (bodies and all) for every batch.
-    const forwarded = emails.map((email) => ({ id: email.emailId, by: forwardedBy(email.parsed.headers) })).filter((f) => f.by.length > 0)
+    const forwarded = emails.flatMap((email) => email.forwardedBy !== undefined && email.forwardedBy.length > 0 ? [{ id: email.emailId, by: email.forwardedBy }] : [])
     const all = emails.flatMap((email) => email.parsed.attachments.map((a, position) => ({ email, a, position })))
     // Each distinct content once, in lock order: concurrent stores may hold the same attachment.
     const contents = inLockOrder(new Map(all.map(({ a }) => [a.checksum, a])))
@@ -312,23 +317,39 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
       ),
       forwards AS (
-        -- Received mail's copies to the mailbox's confirmed forwarding addresses (forward-rules.ts),
-        -- queued with the email: the ingest actor hands them to the mta.
+        -- Received mail's copies to the mailbox's confirmed forwarding addresses, queued with the
+        -- email: the ingest actor hands them to the mta.
+        ${queueForwards(sql, forwarded)}
+      )${attachments}${alongside}
+      SELECT email.*, coalesce((SELECT array_agg(DISTINCT f.domain) FROM forwards f WHERE f.email_id = email.id), '{}') AS forward_domains
+      FROM email`
+  })
+
+/**
+ * The statement that queues copies of the received emails of the enclosing statement's `email` item
+ * (its `id`, `mailbox_id`, `direction` and `labels`) for their mailboxes' confirmed forwarding addresses
+ * (forward-rules.ts): not of mail labelled spam or blocked, nor of a message that names the mailbox,
+ * or MAX_FORWARD_HOPS mailboxes, among those that forwarded it before (`hops`, for the emails that
+ * name any). `also` adds conditions on `email`. Answers the copies queued (`email_id`, `domain`).
+ * Used where mail is stored and where a person lets held mail through (labels.ts).
+ */
+export const queueForwards = (
+  sql: SqlClient.SqlClient,
+  hops: ReadonlyArray<{ readonly id: string; readonly by: ReadonlyArray<string> }>,
+  also: Statement.Fragment = sql``
+) =>
+  sql`
         INSERT INTO forward_deliveries (email_id, address, domain)
         SELECT email.id, f.address, f.domain
         FROM email
         JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
         JOIN mailbox_forwards f ON f.mailbox_id = email.mailbox_id AND f.confirmed_at IS NOT NULL AND f.suspended_at IS NULL
-        WHERE email.direction = 'inbound' AND NOT (email.labels && ${[BLOCKED, SPAM]}::text[])
+        WHERE email.direction = 'inbound' AND NOT (email.labels && ${[BLOCKED, SPAM]}::text[]) ${also}
           AND NOT EXISTS (
-            SELECT 1 FROM unnest(${forwarded.map((f) => f.id)}::text[], ${forwarded.map((f) => f.by.join("\n"))}::text[]) AS h(id, by)
+            SELECT 1 FROM unnest(${hops.map((f) => f.id)}::text[], ${hops.map((f) => f.by.join("\n"))}::text[]) AS h(id, by)
             WHERE h.id = email.id
               AND (cardinality(string_to_array(h.by, chr(10))) >= ${MAX_FORWARD_HOPS}
                    OR lower(m.local_part || '@' || m.domain) = ANY(string_to_array(h.by, chr(10)))))
         ORDER BY email.id, f.address
         ON CONFLICT DO NOTHING
-        RETURNING email_id, domain
-      )${attachments}${alongside}
-      SELECT email.*, coalesce((SELECT array_agg(DISTINCT f.domain) FROM forwards f WHERE f.email_id = email.id), '{}') AS forward_domains
-      FROM email`
-  })
+        RETURNING email_id, domain`

@@ -4,12 +4,13 @@
  * (`mail.outbound.forward.<email_id>`), routed and retried as sent mail is (mta.ts).
  *
  * A copy is the message as it was received, unchanged below two fields in front of it: a `Received`
- * trace field (RFC 5321 §4.4, as every relay adds) and `X-Mailroom-Forwarded-By` naming the mailbox
- * (forward-rules.ts: what ends loops). The sender's own DKIM signature therefore still verifies, so
- * DMARC can still pass at the address. Mailroom seals the copy with an ARC set (arc-seal.ts: what it
- * found of the sender's SPF, DKIM and DMARC, for a receiver that trusts Mailroom's word where SPF no
- * longer can) and signs it with DKIM, both with the mailbox domain's key. For a receiving server that
- * takes no 8-bit mail, 8-bit mail's copy is also made 7-bit and sealed and signed as such (`sevenBit`).
+ * trace field (RFC 5321 §4.4, as every relay adds) and `X-Mailroom-Forwarded-By` naming the mailbox,
+ * with a MAC that shows Mailroom wrote it (forward-rules.ts: what ends loops). The sender's own DKIM
+ * signature therefore still verifies, so DMARC can still pass at the address. Mailroom seals the copy
+ * with an ARC set (arc-seal.ts: what it found of the sender's SPF, DKIM and DMARC, for a receiver that
+ * trusts Mailroom's word where SPF no longer can) and signs it with DKIM, both with the mailbox
+ * domain's key. For a receiving server that takes no 8-bit mail, 8-bit mail's copy is also made 7-bit
+ * and sealed and signed as such (`sevenBit`).
  * Its envelope sender is the email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is
  * judged against Mailroom's domain, and a later delivery report finds the copy (bounces.ts).
  */
@@ -17,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Authentication, type Verdict } from "../mail/authentication.ts"
-import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
+import { FORWARDED_BY_HEADER, forwardedByValue, ForwardingKey } from "../mail/forward-rules.ts"
 import { ArcSeal } from "./arc-seal.ts"
 import { bounceAddress, bounceAddressFor } from "./bounce-address.ts"
 import { CLAIM_SECONDS, DeliveryHeld } from "./claims.ts"
@@ -93,6 +94,8 @@ const CopyRow = Schema.Struct({
   authentication: Schema.NullOr(Authentication),
   authenticationResults: Schema.NullOr(Schema.String),
   arcResult: Schema.NullOr(Schema.String),
+  /** The email's Message-ID field(s), as stored: what its forwarded-by field's MAC is bound to. */
+  messageIdField: Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.String))),
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingCopy),
   /** Until when another attempt holds some of the waiting addresses (a copy of this job being handled now). */
@@ -141,6 +144,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
     const dkim = yield* DkimKeys
     const arc = yield* ArcSeal
     const settings = yield* OutboundSettings
+    const { key: forwardingKey } = yield* ForwardingKey
 
     /**
      * The job's copy, its waiting addresses claimed for the attempt `claim` (claims.ts): none when the
@@ -163,7 +167,8 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
           FROM locked l WHERE f.email_id = ${job.forward_of} AND f.address = l.address AND l.free
         )
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
-               e.received_at, e.mail_from, e.bounce_key::text AS bounce_key, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
+               e.received_at, e.mail_from, e.bounce_key::text AS bounce_key, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result,
+               e.headers -> 'message-id' AS message_id_field, b.content,
                coalesce((SELECT json_agg(json_build_object('address', l.address, 'attempts', l.attempts, 'status', l.status) ORDER BY l.address)
                          FROM locked l WHERE l.free),
                         '[]'::json) AS waiting,
@@ -179,7 +184,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
       const now = new Date()
       const trace = [
         `Received: by ${settings.heloName} (Mailroom) for forwarding from <${row.mailbox}>; ${now.toUTCString().replace("GMT", "+0000")}`,
-        `${FORWARDED_BY_HEADER}: ${row.mailbox}`,
+        `${FORWARDED_BY_HEADER}: ${forwardedByValue(forwardingKey, row.mailbox, row.messageIdField === null ? {} : { "message-id": row.messageIdField })}`,
         ""
       ].join("\r\n")
       const copy = Buffer.concat([Buffer.from(trace, "latin1"), Buffer.from(row.content)])

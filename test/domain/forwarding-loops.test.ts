@@ -1,0 +1,104 @@
+/**
+ * Which received mail is forwarded, in process over the suite's migrated database: ingest (the
+ * forwarded-by fields that end loops count only when Mailroom wrote them). The copies' delivery is
+ * test/outbound's.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Mailauth from "../../layers/mailauth.ts"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { FORWARDED_BY_HEADER, forwardedByValue, ForwardingKey } from "../../services/mail/forward-rules.ts"
+import { Ingest } from "../../services/mail/ingest.ts"
+import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { BounceReports } from "../../services/outbound/bounces.ts"
+import { testDatabase } from "../support/database.ts"
+import { DOMAIN, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser } from "../support/users.ts"
+
+const services = Ingest.Default.pipe(
+  Layer.provide(BounceReports.Default),
+  // Its messages carry no connection: nothing asks the checks.
+  Layer.provide(Mailauth.none),
+  Layer.provideMerge(RecipientDirectory.Default),
+  Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
+  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(DependencyHealth.Default),
+  Layer.provideMerge(testDatabase)
+)
+
+/** `mailbox` forwards to `address`, confirmed. */
+const forwardTo = (mailbox: Mailbox, address: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO mailbox_forwards (mailbox_id, user_id, address, domain, token_sha256, confirmed_at)
+        VALUES (${mailbox.mailboxId}, ${mailbox.owner.userId}, ${address}, ${address.split("@")[1]!}, ${uniqueName("tok")}, now())`)
+
+/** A mailbox of its own account that forwards to three addresses. */
+const forwardingMailbox = Effect.gen(function*() {
+  const mailbox = yield* insertMailbox(yield* insertUser())
+  for (const who of ["ada", "bob", "cy"]) yield* forwardTo(mailbox, `${who}@partner.test`)
+  return mailbox
+})
+
+/** Deliver a message to `mailbox` through ingest; answers its email id. */
+const deliver = (mailbox: Mailbox, head: ReadonlyArray<string>, options: { readonly spam?: boolean } = {}) =>
+  Effect.gen(function*() {
+    const ingest = yield* Ingest
+    const emailId = uniqueName("eml")
+    const raw = new TextEncoder().encode([...head, `Subject: ${emailId}`, `To: ${mailbox.address}`, "", "Hello", ""].join("\r\n"))
+    yield* ingest.ingest({
+      email_id: emailId,
+      mailbox_id: mailbox.mailboxId,
+      user_id: mailbox.owner.userId,
+      raw_sha256: yield* storeBlob(raw),
+      size: raw.byteLength,
+      mail_from: "sender@example.com",
+      rcpt_to: mailbox.address,
+      received_at: new Date().toISOString(),
+      ...(options.spam ? { spam: { status: "checked" as const, score: 15, action: "add header", symbols: [] } } : {})
+    }, true)
+    return emailId
+  })
+
+/** The addresses the email's copies were queued for. */
+const copies = (emailId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(sql<{ address: string }>`SELECT address FROM forward_deliveries WHERE email_id = ${emailId} ORDER BY address`, (rows) =>
+      rows.map((row) => row.address)))
+
+const ALL = ["ada@partner.test", "bob@partner.test", "cy@partner.test"]
+
+layer(services, { timeout: "120 seconds" })("Forwarding", (it) => {
+  it.effect("a stranger's X-Mailroom-Forwarded-By switches nothing off; Mailroom's own ends a loop", () =>
+    Effect.gen(function*() {
+      const { key } = yield* ForwardingKey
+      const mailbox = yield* forwardingMailbox
+      const messageId = (name: string) => `Message-ID: <${uniqueName(name)}@example.com>`
+      /** The field Mailroom writes on a copy `by` forwarded of the message with `id`. */
+      const signed = (by: string, id: string) => `${FORWARDED_BY_HEADER}: ${forwardedByValue(key, by, { "message-id": id.slice("Message-ID: ".length) })}`
+
+      expect(yield* copies(yield* deliver(mailbox, [messageId("plain")]))).toEqual(ALL)
+      // Naming the mailbox itself, five others, or with a MAC made up: forwarded as any other mail.
+      expect(yield* copies(yield* deliver(mailbox, [messageId("self"), `${FORWARDED_BY_HEADER}: ${mailbox.address}`]))).toEqual(ALL)
+      const five = Array.from({ length: 5 }, (_, i) => `${FORWARDED_BY_HEADER}: hop${i}@elsewhere.test`)
+      expect(yield* copies(yield* deliver(mailbox, [messageId("five"), ...five]))).toEqual(ALL)
+      const forged = `${FORWARDED_BY_HEADER}: ${mailbox.address}; mac=${"0".repeat(32)}`
+      expect(yield* copies(yield* deliver(mailbox, [messageId("forged"), forged]))).toEqual(ALL)
+      // Mailroom's field for another message (another Message-ID) stops nothing either.
+      const other = messageId("other")
+      expect(yield* copies(yield* deliver(mailbox, [messageId("moved"), signed(mailbox.address, other)]))).toEqual(ALL)
+
+      // A copy that comes back to the mailbox that forwarded it (A → B → A, through a provider that keeps the fields) stops there.
+      const looped = messageId("loop")
+      expect(yield* copies(yield* deliver(mailbox, [looped, signed("b@elsewhere.test", looped), signed(mailbox.address, looped)]))).toEqual([])
+      // As does one that five mailboxes forwarded, whichever they are; four are not enough.
+      const far = messageId("far")
+      const hops = (n: number) => Array.from({ length: n }, (_, i) => signed(`hop${i}@elsewhere.test`, far))
+      expect(yield* copies(yield* deliver(mailbox, [far, ...hops(5)]))).toEqual([])
+      const near = messageId("near")
+      expect(yield* copies(yield* deliver(mailbox, [near, ...Array.from({ length: 4 }, (_, i) => signed(`hop${i}@elsewhere.test`, near))]))).toEqual(ALL)
+    }))
+})
