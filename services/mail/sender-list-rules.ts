@@ -55,8 +55,14 @@ export interface Entry {
   readonly type: EntryType
 }
 
-/** `domain` in ASCII, lower-cased, without a trailing dot; undefined when it is not a host name. */
+/**
+ * `domain` in ASCII, lower-cased, without a trailing dot; undefined when it is not a host name.
+ * domainToASCII reads a URL's host, so what ends one (`/`, `?`, `#`, `\`) or is a URL's escape (`%`)
+ * is refused first: it made `a/b` the domain `a` (and `DELETE /lists/block/a%2Fb` remove `a`), and
+ * `x%63.example` the domain `xc.example`.
+ */
 const asciiDomain = (domain: string): string | undefined => {
+  if (/[/?#\\%]/.test(domain)) return undefined
   const trimmed = domain.endsWith(".") ? domain.slice(0, -1) : domain
   const ascii = domainToASCII(trimmed).toLowerCase()
   if (ascii.length === 0 || ascii.length > 253) return undefined

@@ -111,6 +111,32 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
     expect(broken.error).toEqual(failure("BAD_REQUEST"))
   })
 
+  it("reads an entry in the path whole, an encoded / included: an address keeps it, a domain cannot hold one (400, not the domain before it)", async () => {
+    const user = await withApiKey(server.url)
+    const mailroom = keyed(user)
+    const path = { list: "block" } as const
+    // A local part may hold a / (RFC 5322): added, and removed by naming it, whole.
+    const added = await mailroom.POST("/v1/api/lists/{list}", { params: { path }, body: { entry: "Ops/Alerts@Example.test" } })
+    expect(added.data?.data).toMatchObject({ entry: "ops/alerts@example.test", type: "address" })
+    await mailroom.POST("/v1/api/lists/{list}", { params: { path }, body: { entry: "a.test" } })
+    const removed = await mailroom.DELETE("/v1/api/lists/{list}/{entry}", { params: { path: { list: "block", entry: "ops/alerts@example.test" } } })
+    expect(removed.response.url).toContain("/ops%2Falerts%40example.test")
+    expect(removed.response.status).toBe(200)
+    expect(removed.data).toEqual({ success: true, data: { entry: "ops/alerts@example.test", list: "block", mailbox_id: null, deleted: true } })
+
+    // a.test/b was read as the domain before its / (a.test, removed in its place; a/b answered 404 "a is not on this block list").
+    for (const entry of ["a.test/b", "a/b"]) {
+      const cut = await mailroom.DELETE("/v1/api/lists/{list}/{entry}", { params: { path: { list: "block", entry } } })
+      expect(cut.response.url).toContain("%2Fb")
+      expect(cut.response.status).toBe(400)
+      expect(cut.error).toEqual(failure("VALIDATION_ERROR", { entry: expect.stringMatching(/^is not a valid domain/) }))
+    }
+    const refused = await mailroom.POST("/v1/api/lists/{list}", { params: { path }, body: { entry: "spam.test/x" } })
+    expect(refused.response.status).toBe(400)
+    expect(refused.error).toEqual(failure("VALIDATION_ERROR", { entry: expect.stringMatching(/^is not a valid domain/) }))
+    expect((await mailroom.GET("/v1/api/lists/{list}", { params: { path } })).data?.data.map((e) => e.entry)).toEqual(["a.test"])
+  })
+
   it.each(refusedListParams("address:asc", "entry:up"))("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
     const user = await withApiKey(server.url)
     const { response, error } = await keyed(user).GET("/v1/api/lists/{list}", { params: { path: { list: "block" }, query: { [name]: value } } })

@@ -70,6 +70,12 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
     expect(parseEntry("Ada <ada@example.com>")).toMatch(/^must not contain spaces/)
     expect(parseEntry(`${"a".repeat(65)}@example.com`)).toMatch(/local part over 64/)
     expect(parseEntry("x".repeat(321))).toBe("must be at most 320 characters")
+    // What ends a URL's host, or escapes in one, is no part of a domain: not read as the domain before it.
+    for (const raw of ["a/b", "a/b.example", "spam.example?x", "*.spam.example#x", "spam.example\\x", "x%63.example", "ada@a/b.example"]) {
+      expect(parseEntry(raw), raw).toMatch(/^(is not a valid domain|must name a valid domain after \*\.|has no valid domain after the @)/)
+    }
+    // A local part may hold a / (RFC 5322 atext): the address is kept whole.
+    expect(parseEntry("a/b@Example.com")).toEqual({ entry: "a/b@example.com", type: "address" })
   })
 
   it("a sender is named by its address, its domain and *. every domain above it, in any case", () => {
@@ -84,6 +90,8 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
     expect(senderForms("postmaster")).toEqual([])
     // A line break cannot reach the lookup, whose forms travel one a line.
     expect(senderForms("evil\nexample.com@example.com")).toEqual([])
+    // A domain that is no host name names nothing, not the host name before its /.
+    expect(senderForms("ada@partner.example/evil.test")).toEqual([])
   })
 
   it.effect("block lists: an address, a domain (exactly) and *.domain (its subdomains only), per account and per mailbox", () =>
