@@ -13,9 +13,13 @@ import type { Page, Sort } from "../listing.ts"
 import { mailboxScope } from "../mailboxes/owned.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS, UNREAD } from "./label-rules.ts"
 import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
-import { announceReceived } from "./received.ts"
+import { announceReceived, emailReceivedEventId, releasedEventId } from "./received.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
-import type { EmailFields, LabelCount, LabelSortField } from "./schemas.ts"
+import type { EmailFields, Headers, LabelCount, LabelSortField } from "./schemas.ts"
+import { SPAM } from "./spam.ts"
+import { queueForwards } from "./store.ts"
+import { forwardedBy, ForwardingKey } from "./forward-rules.ts"
+import { publishForwards } from "../outbound/forwards.ts"
 
 /** The `email.labels_changed` payload: the email's fields with its labels now, and what changed. */
 export interface LabelsChanged extends EmailFields {
@@ -23,15 +27,47 @@ export interface LabelsChanged extends EmailFields {
   readonly removed: ReadonlyArray<string>
 }
 
+/** Whether a change that left received mail with `row.labels` (from `before`) let it through: the last of spam and blocked gone. */
+const isRelease = (row: EmailRow, before: ReadonlyArray<string>) =>
+  row.direction === "inbound" && before.some((label) => label === SPAM || label === BLOCKED) &&
+  !row.labels.some((label) => label === SPAM || label === BLOCKED)
+
 export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
+    const { key: forwardingKey } = yield* ForwardingKey
 
-    /** Announce a received email (mail released from a block list's verdict) as any received email is. */
-    const released = (emailId: string) =>
+    /**
+     * Queue the forwarded copies of released emails (`releases`), as ingest queues a received email's
+     * (store.ts `queueForwards`: the same addresses and loop rules), in the change's transaction. Once
+     * an email: one that has copies already (forwarded on arrival, or released before) gets none, so
+     * labels taken off and put back do not forward it again. Answers the domains to hand to the mta:
+     * the new copies' and those still untried (a release whose hand-over failed is handed over again).
+     */
+    const queueReleased = (emailIds: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const heads = yield* sql<{ id: string; headers: Headers }>`SELECT id, headers FROM emails WHERE id = ANY(${emailIds}::text[])`
+        const hops = heads.flatMap((email) => {
+          const by = forwardedBy(forwardingKey, email.headers)
+          return by.length > 0 ? [{ id: email.id, by }] : []
+        })
+        return yield* sql<{ emailId: string; domain: string }>`
+          WITH email AS (SELECT id, mailbox_id, direction, labels FROM emails WHERE id = ANY(${emailIds}::text[])),
+          queued AS (${queueForwards(sql, hops, sql`AND NOT EXISTS (SELECT 1 FROM forward_deliveries d WHERE d.email_id = email.id)`)})
+          SELECT email_id, domain FROM queued
+          UNION SELECT email_id, domain FROM forward_deliveries WHERE email_id = ANY(${emailIds}::text[]) AND status = 'queued'`
+      })
+
+    /**
+     * Announce a released email as any received email is, under `eventId`: its first announcement's
+     * for mail never announced (it arrived blocked), else its release's (it was announced as spam), so
+     * that the bus does not drop it as a repeat, and webhooks and the event log, which keep one
+     * delivery an id, tell a release once however often it is made.
+     */
+    const released = (emailId: string, eventId: string) =>
       sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
-        Effect.flatMap((rows) => rows[0] === undefined ? Effect.void : announceReceived(bus, rows[0], extractedOf(rows[0]))),
+        Effect.flatMap((rows) => rows[0] === undefined ? Effect.void : announceReceived(bus, rows[0], extractedOf(rows[0]), eventId)),
         Effect.catchAll((error) => Effect.logWarning("email.received of a released email not published", { emailId, error }))
       )
 
@@ -79,6 +115,8 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
             updated.push(next)
             if (added.length > 0 || removed.length > 0) changed.push({ row: next, added, removed })
           }
+          // Received mail that loses the last of spam and blocked is let through: forwarded as if it had just arrived.
+          const releases = changed.filter(({ row }) => isRelease(row, rows.find((before) => before.id === row.id)!.labels))
           // One statement per resulting label set: a batch given one change mostly ends in a few sets.
           const bySet = new Map<string, { labels: ReadonlyArray<string>; ids: Array<string> }>()
           for (const { row } of changed) {
@@ -89,7 +127,8 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           }
           yield* Effect.forEach(bySet.values(), ({ ids, labels }) =>
             sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ANY(${ids}::text[])`, { discard: true })
-          return { updated, changed }
+          const forwards = releases.length === 0 ? [] : yield* queueReleased(releases.map(({ row }) => row.id))
+          return { updated, changed, releases, forwards }
         }))
         // Announced once the change is committed; the change stands whether or not the events go out.
         yield* Effect.forEach(result.changed, ({ added, removed, row }) =>
@@ -105,12 +144,25 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
           discard: true
         })
-        // Mail a person lets through (`blocked` removed from received mail) is received now: announced
-        // as received mail is (one email.received an email, its id the email's), so search indexes it
-        // and webhooks, streams and waiting readers hear of it.
+        // Mail a person lets through (the last of `spam` and `blocked` removed from received mail) is
+        // received now: its copies handed to the mta, and announced as received mail is, so search
+        // indexes it, the automatic reply answers it, and webhooks, streams and waiting readers hear of it.
+        yield* Effect.forEach(new Set(result.forwards.map((f) => f.emailId)), (emailId) =>
+          publishForwards(bus, emailId, result.forwards.filter((f) => f.emailId === emailId).map((f) => f.domain)).pipe(
+            // Logged, not failed: the change is committed, and answering an error would not bring the
+            // hand-over back. The copies stay queued; the email's next release hands them over again.
+            Effect.catchAll((error) => Effect.logWarning("Forwarded copies of a released email not handed to the mta", { emailId, error }))
+          ), { discard: true })
+        // Blocked mail, never announced, is announced once `blocked` is off (still spam, as spam is on
+        // arrival); spam mail, announced on arrival with its label, again once it is let through.
         yield* Effect.forEach(
-          result.changed.filter(({ removed, row }) => removed.includes(BLOCKED) && row.direction === "inbound"),
-          ({ row }) => released(row.id),
+          result.changed.filter(({ removed, row }) => row.direction === "inbound" && removed.includes(BLOCKED)),
+          ({ row }) => released(row.id, emailReceivedEventId(row.id)),
+          { discard: true }
+        )
+        yield* Effect.forEach(
+          result.releases.filter(({ removed }) => !removed.includes(BLOCKED)),
+          ({ row }) => released(row.id, releasedEventId(row.id)),
           { discard: true }
         )
         return result.updated

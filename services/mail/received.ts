@@ -1,7 +1,8 @@
 /**
  * `email.received`: how an email is announced as received mail, once it is stored (ingest.ts) or
- * once a person lets through mail a block list held back (labels.ts). One announcement an email,
- * however often it is made: its bus id is the email's, so the bus drops a repeat.
+ * once a person lets through mail held back as spam or blocked (labels.ts). One announcement an
+ * email on arrival and one on its release, however often each is made: its bus id is the email's,
+ * so the bus drops a repeat, and webhooks and the event log keep one delivery an id.
  */
 import { type Bus, encodeJson, subjects } from "../bus/bus.ts"
 import type { Extracted } from "./extract.ts"
@@ -10,8 +11,11 @@ import { type EmailRow, toReceived } from "./records.ts"
 /** The bus id of an email's `email.received`. */
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
+/** The bus id of the `email.received` of an email released from `spam`, announced on arrival already (labels.ts). */
+export const releasedEventId = (emailId: string) => `email.received:${emailId}:released`
+
 /** Publish `email.received` for `row`, with what was extracted from it. */
-export const announceReceived = (bus: Bus["Type"], row: EmailRow, extracted: Extracted | null) =>
+export const announceReceived = (bus: Bus["Type"], row: EmailRow, extracted: Extracted | null, eventId = emailReceivedEventId(row.id)) =>
   bus.publish(
     subjects.event("email.received"),
     encodeJson({
@@ -20,5 +24,5 @@ export const announceReceived = (bus: Bus["Type"], row: EmailRow, extracted: Ext
       namespace: row.userId,
       data: toReceived(row, extracted)
     }),
-    { msgId: emailReceivedEventId(row.id) }
+    { msgId: eventId }
   )

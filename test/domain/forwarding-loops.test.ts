@@ -1,7 +1,8 @@
 /**
  * Which received mail is forwarded, in process over the suite's migrated database: ingest (the
- * forwarded-by fields that end loops count only when Mailroom wrote them). The copies' delivery is
- * test/outbound's.
+ * forwarded-by fields that end loops count only when Mailroom wrote them) and a person letting held
+ * mail through (labels.ts: taking off the last of `spam` and `blocked` forwards it, once, and
+ * announces it as received). The copies' delivery is test/outbound's.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -11,6 +12,11 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { FORWARDED_BY_HEADER, forwardedByValue, ForwardingKey } from "../../services/mail/forward-rules.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
+import { Labels } from "../../services/mail/labels.ts"
+import { emailReceivedEventId, releasedEventId } from "../../services/mail/received.ts"
+import { BLOCKED } from "../../services/mail/sender-list-rules.ts"
+import { SenderLists } from "../../services/mail/sender-lists.ts"
+import { SPAM } from "../../services/mail/spam.ts"
 import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
@@ -19,7 +25,7 @@ import { DOMAIN, insertMailbox, type Mailbox, storeBlob } from "../support/seed-
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
-const services = Ingest.Default.pipe(
+const services = Layer.mergeAll(SenderLists.Default, Ingest.Default, Labels.Default).pipe(
   Layer.provide(BounceReports.Default),
   // Its messages carry no connection: nothing asks the checks.
   Layer.provide(Mailauth.none),
@@ -69,6 +75,12 @@ const copies = (emailId: string) =>
     Effect.map(sql<{ address: string }>`SELECT address FROM forward_deliveries WHERE email_id = ${emailId} ORDER BY address`, (rows) =>
       rows.map((row) => row.address)))
 
+/** Which of `msgIds` the bus was given (the in-process bus keeps every publish as a row). */
+const published = (msgIds: ReadonlyArray<string>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(sql<{ msgId: string }>`SELECT msg_id FROM bus_messages WHERE msg_id = ANY(${msgIds}::text[]) ORDER BY msg_id`, (rows) =>
+      rows.map((row) => row.msgId)))
+
 const ALL = ["ada@partner.test", "bob@partner.test", "cy@partner.test"]
 
 layer(services, { timeout: "120 seconds" })("Forwarding", (it) => {
@@ -100,5 +112,54 @@ layer(services, { timeout: "120 seconds" })("Forwarding", (it) => {
       expect(yield* copies(yield* deliver(mailbox, [far, ...hops(5)]))).toEqual([])
       const near = messageId("near")
       expect(yield* copies(yield* deliver(mailbox, [near, ...Array.from({ length: 4 }, (_, i) => signed(`hop${i}@elsewhere.test`, near))]))).toEqual(ALL)
+    }))
+
+  it.effect("mail let through (the last of spam and blocked taken off) is forwarded once and announced as received", () =>
+    Effect.gen(function*() {
+      const labels = yield* Labels
+      const lists = yield* SenderLists
+      const mailbox = yield* forwardingMailbox
+      const userId = mailbox.owner.userId
+      yield* lists.add({ userId, mailboxId: mailbox.mailboxId }, "block", "spammer.test")
+
+      // Blocked on arrival: neither forwarded nor announced; let through: both.
+      const blocked = yield* deliver(mailbox, ["From: Offers <deals@spammer.test>", `Message-ID: <${uniqueName("b")}@t>`])
+      expect(yield* copies(blocked)).toEqual([])
+      expect(yield* published([emailReceivedEventId(blocked)])).toEqual([])
+      yield* labels.update(userId, [blocked], { add: [], remove: [BLOCKED] })
+      expect(yield* copies(blocked)).toEqual(ALL)
+      expect(yield* published([emailReceivedEventId(blocked), `forward:${blocked}:partner.test`]))
+        .toEqual([emailReceivedEventId(blocked), `forward:${blocked}:partner.test`].sort())
+
+      // Spam on arrival: announced then (with its label), not forwarded; let through: forwarded, and
+      // announced again, as received mail the automatic reply answers.
+      const spam = yield* deliver(mailbox, ["From: friend@example.com", `Message-ID: <${uniqueName("s")}@t>`], { spam: true })
+      expect(yield* copies(spam)).toEqual([])
+      expect(yield* published([emailReceivedEventId(spam), releasedEventId(spam)])).toEqual([emailReceivedEventId(spam)])
+      yield* labels.update(userId, [spam], { add: [], remove: [SPAM] })
+      expect(yield* copies(spam)).toEqual(ALL)
+      expect(yield* published([releasedEventId(spam), `forward:${spam}:partner.test`])).toEqual([releasedEventId(spam), `forward:${spam}:partner.test`].sort())
+
+      // Spam put back and taken off again: forwarded once, not again (not even to an address added since).
+      yield* forwardTo(mailbox, "dee@later.test")
+      yield* labels.update(userId, [spam], { add: [SPAM], remove: [] })
+      yield* labels.update(userId, [spam], { add: [], remove: [SPAM] })
+      expect(yield* copies(spam)).toEqual(ALL)
+      // Nor is mail forwarded on arrival forwarded again when a person marks it spam and then not.
+      const plain = yield* deliver(mailbox, ["From: friend@example.com", `Message-ID: <${uniqueName("p")}@t>`])
+      expect(yield* copies(plain)).toEqual([...ALL, "dee@later.test"])
+      yield* forwardTo(mailbox, "eve@later.test")
+      yield* labels.update(userId, [plain], { add: [SPAM], remove: [] })
+      yield* labels.update(userId, [plain], { add: [], remove: [SPAM] })
+      expect(yield* copies(plain)).toEqual([...ALL, "dee@later.test"])
+
+      // Blocked and spam: without `blocked`, announced as spam is on arrival; let through once both are off.
+      const both = yield* deliver(mailbox, ["From: deals@spammer.test", `Message-ID: <${uniqueName("x")}@t>`], { spam: true })
+      yield* labels.update(userId, [both], { add: [], remove: [BLOCKED] })
+      expect(yield* copies(both)).toEqual([])
+      expect(yield* published([emailReceivedEventId(both), releasedEventId(both)])).toEqual([emailReceivedEventId(both)])
+      yield* labels.update(userId, [both], { add: [], remove: [SPAM] })
+      expect((yield* copies(both)).length).toBe(5)
+      expect(yield* published([emailReceivedEventId(both), releasedEventId(both)])).toEqual([emailReceivedEventId(both), releasedEventId(both)])
     }))
 })
