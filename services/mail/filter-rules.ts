@@ -5,15 +5,18 @@
  *
  * - A filter applies to the mail of every mailbox of the account, or of one mailbox (`mailbox_id`).
  * - Its conditions all hold, each by one of its terms:
- *   - `from`: the header From is named by an entry: an address, a domain (exactly) or `*.domain` (any
- *     subdomain of it), as on allow and block lists (sender-list-rules.ts);
+ *   - `from`: an author the header From names (any address of any From field, as the block lists judge
+ *     it) is named by an entry: an address, a domain (exactly) or `*.domain` (any subdomain of it), as on
+ *     allow and block lists (sender-list-rules.ts);
  *   - `to`: an address the email was sent to (the mailbox address it was delivered to, its To and
  *     its Cc) is named by an entry, in the same forms: what sorts a catch-all's mail;
- *   - `subject_contains` / `body_contains`: the subject / the text body contains the phrase, in any
- *     case, white space (a line break, several spaces) matching white space;
+ *   - `subject_contains` / `body_contains`: the subject / the text body contains the phrase, however
+ *     either is normalised and in any case (`comparable`), white space (a line break, several spaces)
+ *     matching white space;
  *   - `has_attachments`: the email has (true) or has no (false) attachments.
  *   A filter names at least one condition, and a list condition at least one term.
- * - Its actions add and remove labels, as a label change by the API does (label-rules.ts): fact labels
+ * - Its actions add and remove labels, as a label change by the API does (label-rules.ts), never the
+ *   same label both ways (refused on `actions.remove_labels`, the filter's field): fact labels
  *   (`inbound`, `sent`) cannot be named; `unread` and the verdicts (`spam`, `unauthenticated`) can, so a
  *   filter can mark mail read, or spam, or trusted. `blocked` cannot: it is the block lists' verdict.
  * - Filters apply in the order they were created, each to the labels the ones before it left; a
@@ -59,7 +62,7 @@ const Entry = Schema.String.pipe(rule((raw) => {
 })).annotations({ description: `${ENTRY_FORMS}; case-insensitive` })
 
 export const FilterConditions = Schema.Struct({
-  from: Schema.optional(terms(Entry)).annotations({ description: "The header From is one of these senders" }),
+  from: Schema.optional(terms(Entry)).annotations({ description: "An author the header From names (any address of any From field) is one of these senders" }),
   to: Schema.optional(terms(Entry)).annotations({
     description: "The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc"
   }),
@@ -151,11 +154,22 @@ export const conditionsProblem = (conditions: FilterConditions): Record<string, 
     ? { conditions: "must give at least one of from, to, subject_contains, body_contains, has_attachments" }
     : undefined
 
-/** Why `actions` cannot make a filter, past what label-rules.ts `checkChange` refuses. */
 /** What the filter list sorts by: created_at:asc (the order filters apply in) when left out. */
 export const filterSortFields = ["created_at", "name", "matched_count", "last_matched_at"] as const
 export type FilterSortField = (typeof filterSortFields)[number]
 
+/**
+ * Why `actions` name a label both to add and to remove, keyed by the filter's field: checked before
+ * label-rules.ts `checkChange`, which refuses the same under `details.labels`, a field a filter has not.
+ */
+export const overlapProblem = (actions: LabelChange): Record<string, string> | undefined => {
+  const both = [...new Set(actions.add.filter((label) => actions.remove.includes(label)))]
+  return both.length === 0 ? undefined : {
+    "actions.remove_labels": `${both.join(", ")} ${both.length === 1 ? "is" : "are"} in actions.add_labels too: a filter adds a label or removes it, not both`
+  }
+}
+
+/** Why `actions` cannot make a filter, past what label-rules.ts `checkChange` refuses. */
 export const actionsProblem = (actions: LabelChange): Record<string, string> | undefined =>
   actions.add.includes(BLOCKED) || actions.remove.includes(BLOCKED)
     ? {
@@ -166,8 +180,11 @@ export const actionsProblem = (actions: LabelChange): Record<string, string> | u
 
 /** What a filter reads of a received email. */
 export interface MailFacts {
-  /** The header From's address, if it has one. */
-  readonly from: string | undefined
+  /**
+   * Every author the header From names, in every From field (parse.ts `fromAuthors`): as the block
+   * lists judge it, a filter's `from` holds when an entry names any of them.
+   */
+  readonly from: ReadonlyArray<string>
   /** The mailbox address it was delivered to, its To and its Cc. */
   readonly recipients: ReadonlyArray<string>
   readonly subject: string
@@ -175,7 +192,7 @@ export interface MailFacts {
   readonly hasAttachments: boolean
 }
 
-/** A stored filter, ready to match: its entries as sets, its phrases lower-cased. */
+/** A stored filter, ready to match: its entries as sets, its phrases as `comparable` makes them. */
 export interface CompiledFilter {
   readonly id: string
   readonly mailboxId: string | null
@@ -213,22 +230,61 @@ const hasConditions = (filter: CompiledFilter) =>
   filter.hasAttachments !== undefined
 
 /**
- * Text as a contains condition compares it: lower case, each run of white space one space, so that a
- * phrase is found across the line break of a hard-wrapped body or a folded subject.
+ * The lower-cased characters whose case folding is not their lower case (Unicode's CaseFolding.txt,
+ * status F and the simple foldings toLowerCase leaves): ß (and ẞ, lowered to it) is ss, final ς is σ,
+ * ǰ, the Greek letters with ypogegrammeni (ᾳ is αι) and a few more expand. For each, upper case then
+ * lower case is its folding. The dotless ı is left out on purpose: that round trip makes it i, which
+ * folding does not. Compatibility forms that fold (ﬀ, ŉ, µ, ſ) are NFKC's already.
  */
-const comparable = (text: string) => text.toLowerCase().replace(/\s+/g, " ")
+const FULL_FOLDING = /[ßǰͅΐΰςᲀ-ᲈẖ-ẙὐὒὔὖᾀ-ᾇᾐ-ᾗᾠ-ᾧᾲ-ᾴᾶᾷῂ-ῄῆῇῒΐῖῗῢ-ῤῦῧῲ-ῴῶῷᾳῃῳ]/g
+// eslint-disable-next-line no-control-regex
+const ASCII = /^[\u0000-\u007f]*$/
+
+/**
+ * Text as a contains condition compares it, so that what a person reads as the same words matches:
+ * NFKC-normalised (an é composed or as e and a combining accent, full-width ＩＮＶＯＩＣＥ, the ﬁ
+ * ligature), case-folded in full (STRASSE finds straße), each run of white space one space (a phrase
+ * is found across the line break of a hard-wrapped body or a folded subject). Linear in the text:
+ * it runs over every received email's body that a body condition reads, and ASCII text (most mail)
+ * skips all but the lower-casing.
+ */
+export const comparable = (text: string): string =>
+  (ASCII.test(text)
+    ? text.toLowerCase()
+    : text.normalize("NFKC").toLowerCase().replace(FULL_FOLDING, (c) => c.toUpperCase().toLowerCase()))
+    .replace(/\s+/g, " ")
+
+/** An email's facts as the conditions compare them, each worked out once however many filters read it. */
+interface Compared {
+  readonly facts: MailFacts
+  readonly fromForms: () => ReadonlyArray<string>
+  readonly subject: () => string
+  readonly body: () => string
+}
+
+const once = <A>(make: () => A): () => A => {
+  let made: { readonly value: A } | undefined
+  return () => (made ??= { value: make() }).value
+}
+
+const compared = (facts: MailFacts): Compared => ({
+  facts,
+  fromForms: once(() => [...new Set(facts.from.flatMap(senderForms))]),
+  subject: once(() => comparable(facts.subject)),
+  body: once(() => comparable(facts.body))
+})
 
 /**
  * Whether every condition of `filter` holds for the email (the mailbox and `enabled` aside). A filter
  * without conditions (none is stored) holds for nothing.
  */
-export const conditionsHold = (filter: CompiledFilter, facts: MailFacts, lowerBody: () => string): boolean =>
+const conditionsHold = (filter: CompiledFilter, email: Compared): boolean =>
   hasConditions(filter) &&
-  (filter.hasAttachments === undefined || filter.hasAttachments === facts.hasAttachments) &&
-  (filter.from === undefined || (facts.from !== undefined && named(filter.from, facts.from))) &&
-  (filter.to === undefined || facts.recipients.some((recipient) => named(filter.to!, recipient))) &&
-  (filter.subject === undefined || filter.subject.some((phrase) => comparable(facts.subject).includes(phrase))) &&
-  (filter.body === undefined || filter.body.some((phrase) => lowerBody().includes(phrase)))
+  (filter.hasAttachments === undefined || filter.hasAttachments === email.facts.hasAttachments) &&
+  (filter.from === undefined || email.fromForms().some((form) => filter.from!.has(form))) &&
+  (filter.to === undefined || email.facts.recipients.some((recipient) => named(filter.to!, recipient))) &&
+  (filter.subject === undefined || filter.subject.some((phrase) => email.subject().includes(phrase))) &&
+  (filter.body === undefined || filter.body.some((phrase) => email.body().includes(phrase)))
 
 /** What the filters make of an email's labels, and which of them applied. */
 export interface Filtered {
@@ -249,11 +305,10 @@ export const applyFilters = (
 ): Filtered => {
   let current = labels
   const applied: Array<string> = []
-  let lowered: string | undefined
-  const lowerBody = () => (lowered ??= comparable(facts.body))
+  const email = compared(facts)
   for (const filter of filters) {
     if (!filter.enabled || (filter.mailboxId !== null && filter.mailboxId !== mailboxId)) continue
-    if (!conditionsHold(filter, facts, lowerBody)) continue
+    if (!conditionsHold(filter, email)) continue
     applied.push(filter.id)
     const next = applyChange(current, filter.change)
     current = next.length <= MAX_LABELS ? next : next.slice(0, Math.max(MAX_LABELS, current.length))

@@ -38,10 +38,13 @@ import {
   type FilterUpdate,
   type MailFacts,
   MAX_FILTERS,
-  normaliseConditions
+  normaliseConditions,
+  overlapProblem
 } from "./filter-rules.ts"
 import { applyChange, checkChange, type LabelChange, MAX_BATCH, MAX_LABELS } from "./label-rules.ts"
 import { Labels } from "./labels.ts"
+import { fromAuthors } from "./parse.ts"
+import { ccColumns, ccOf, type HeaderValue } from "./records.ts"
 
 /** Emails read, and changed, at a time while applying. */
 const APPLY_PAGE = 500
@@ -88,8 +91,12 @@ interface ReceivedRow {
   readonly id: string
   readonly mailboxId: string
   readonly fromAddress: string
+  /** The stored From header (every From field): null when the filter has no `from` condition. */
+  readonly fromHeader: HeaderValue | null
   readonly toAddresses: ReadonlyArray<string>
   readonly ccAddresses: ReadonlyArray<string> | null
+  /** The stored Cc header, for an email stored before its Cc was kept (records.ts `ccOf`). */
+  readonly ccHeader: HeaderValue | null
   readonly rcptTo: string
   readonly subject: string
   readonly body: string
@@ -98,9 +105,10 @@ interface ReceivedRow {
   readonly receivedAt: string
 }
 
+/** The facts ingest gave the filters when the email arrived (ingest.ts), as its stored row holds them. */
 const factsOf = (email: ReceivedRow): MailFacts => ({
-  from: email.fromAddress || undefined,
-  recipients: [email.rcptTo, ...email.toAddresses, ...(email.ccAddresses ?? [])],
+  from: fromAuthors(email.fromAddress, email.fromHeader),
+  recipients: [email.rcptTo, ...email.toAddresses, ...ccOf(email)],
   subject: email.subject,
   body: email.body,
   hasAttachments: email.hasAttachments
@@ -114,12 +122,14 @@ const changes = (labels: ReadonlyArray<string>, change: LabelChange) => {
 
 const filterNotFound = (filterId: string) => new NotFound({ message: "Filter not found", details: { filter_id: filterId } })
 
-/** The actions as they may be stored: label-rules.ts's checks, and no `blocked`. */
+/** The actions as they may be stored: no label both added and removed, label-rules.ts's checks, and no `blocked`. */
 const checkActions = (actions: FilterActions) =>
   Effect.gen(function*() {
     const add = actions.add_labels ?? []
     const remove = actions.remove_labels ?? []
     if (add.length === 0 && remove.length === 0) return yield* ValidationError.field("actions", "must add or remove at least one label")
+    const overlap = overlapProblem({ add, remove })
+    if (overlap !== undefined) return yield* new ValidationError({ message: Object.values(overlap)[0]!, details: overlap })
     const change = yield* checkChange({ add, remove })
     const problem = actionsProblem(change)
     if (problem !== undefined) return yield* new ValidationError({ message: Object.values(problem)[0]!, details: problem })
@@ -321,6 +331,8 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       const change = changeOf(row)
       const filter = compileFilter({ id: row.id, mailboxId: row.mailboxId, enabled: true, conditions: row.conditions, change })
       const withBody = row.conditions.body_contains !== undefined
+      // Every author of the From is in the stored headers; read only when a condition asks.
+      const withFrom = row.conditions.from !== undefined
       let scanned = 0
       let matched = 0
       let changed = 0
@@ -328,7 +340,8 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       let before: { readonly at: string; readonly id: string } | undefined
       while (scanned < APPLY_LIMIT) {
         const rows = yield* sql<ReceivedRow>`
-          SELECT e.id, e.mailbox_id, e.from_address, e.to_addresses, e.cc_addresses, e.rcpt_to, e.subject,
+          SELECT e.id, e.mailbox_id, e.from_address, ${withFrom ? sql`e.headers->'from'` : sql`NULL`} AS from_header,
+                 e.to_addresses, ${sql.literal(ccColumns)}, e.rcpt_to, e.subject,
                  ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
           FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           WHERE e.user_id = ${userId} AND e.direction = 'inbound'

@@ -29,7 +29,7 @@ import { type Authentication, Authenticator, isUnauthenticated, UNAUTHENTICATED 
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { BLOCKED, senderForms } from "./sender-list-rules.ts"
-import { addressList, type ParsedEmail, parseMessage } from "./parse.ts"
+import { fromAuthors, type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf } from "./records.ts"
 import { announceReceived } from "./received.ts"
 import { type Extracted, extract } from "./extract.ts"
@@ -67,15 +67,10 @@ interface Stored {
 }
 
 /**
- * The sender-list forms of every author the From names, in every From field (a message may carry two,
- * and a mail program may show either): a blocked one among others is still blocked.
+ * The sender-list forms of every author the From names (parse.ts `fromAuthors`): a blocked one among
+ * others is still blocked.
  */
-const authorForms = (parsed: ParsedEmail): ReadonlyArray<string> => {
-  const fields = parsed.headers["from"]
-  const values = fields === undefined ? [] : typeof fields === "string" ? [fields] : fields
-  const authors = [...(parsed.from === undefined ? [] : [parsed.from]), ...values.flatMap(addressList)]
-  return [...new Set(authors.flatMap(senderForms))]
-}
+const authorForms = (authors: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(authors.flatMap(senderForms))]
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
   dependencies: [Filters.Default],
@@ -158,8 +153,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       messageId: string,
       extracted: Extracted
     ) {
+      const authors = fromAuthors(parsed.from, parsed.headers["from"])
       const filtered = yield* filters.filterReceived(message.user_id, message.mailbox_id, {
-        from: parsed.from,
+        from: authors,
         recipients: [message.rcpt_to, ...parsed.to, ...parsed.cc],
         subject: parsed.subject,
         body: parsed.text,
@@ -186,7 +182,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         authenticationResults: verdict?.results,
         spam: message.spam,
         extracted,
-        headerFromForms: authorForms(parsed),
+        headerFromForms: authorForms(authors),
         // Only the forwarded-by fields Mailroom wrote: a stranger's would switch forwarding off.
         forwardedBy: forwardedBy(forwardingKey, parsed.headers)
       })

@@ -284,6 +284,17 @@ const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
 export const addressList = (value: string | undefined): Array<string> =>
   value === undefined ? [] : flatAddresses(value).flatMap((entry) => (entry.address ? [clean(entry.address)] : []))
 
+/**
+ * Every author the From names, in every From field (a message may carry two, and a mail program may
+ * show either): `first`, the address parsing took as the sender, and each address of `fields`, the
+ * stored From header's values. What the block lists judge and a filter's `from` reads, for mail
+ * being received and for mail stored long ago alike.
+ */
+export const fromAuthors = (first: string | undefined, fields: string | ReadonlyArray<string> | null | undefined): Array<string> => {
+  const values = fields === undefined || fields === null ? [] : typeof fields === "string" ? [fields] : fields
+  return [...new Set([...(first === undefined || first === "" ? [] : [first]), ...values.flatMap(addressList)])]
+}
+
 /** The display name of the first address of an address header, its encoded words decoded; empty when it has none. */
 export const displayName = (value: string | undefined): string =>
   value === undefined ? "" : oneLine(decodeWords(firstName(parseAddressField(value)) ?? "")).trim()

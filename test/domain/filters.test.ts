@@ -32,7 +32,7 @@ const services = Ingest.Default.pipe(
 )
 
 const facts = (over: Partial<MailFacts> = {}): MailFacts => ({
-  from: "Billing@Mail.Acme.test",
+  from: ["Billing@Mail.Acme.test"],
   recipients: ["box@agents.localhost", "team@corp.test"],
   subject: "Your INVOICE for March",
   body: "Please pay by Friday.",
@@ -79,7 +79,7 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
     expect(labelled(filter({ from: ["acme.test"] }, ["billing"]))).toEqual(["inbound", "unread"])
     expect(labelled(filter({ from: ["*.mail.acme.test"] }, ["billing"]))).toEqual(["inbound", "unread"])
     expect(labelled(filter({ from: ["x@y.test", "*.acme.test"] }, ["billing"]))).toEqual(billing)
-    expect(labelled(filter({ from: ["*.acme.test"] }, ["billing"]), { from: undefined })).toEqual(["inbound", "unread"])
+    expect(labelled(filter({ from: ["*.acme.test"] }, ["billing"]), { from: [] })).toEqual(["inbound", "unread"])
     // To: the mailbox address, To and Cc alike.
     expect(labelled(filter({ to: ["corp.test"] }, ["team"]))).toEqual(["inbound", "unread", "team"])
     expect(labelled(filter({ to: ["box@agents.localhost"] }, ["team"]))).toEqual(["inbound", "unread", "team"])
@@ -109,7 +109,7 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
     const here = filter({ subject_contains: ["invoice"] }, ["this-box"], [], { mailboxId: "mbx_a" })
     const result = applyFilters([first, second, disabled, elsewhere, here], "mbx_a", facts(), ["inbound", "unread"])
     expect(result).toEqual({ labels: ["inbound", "billing", "invoices", "this-box"], applied: [first.id, second.id, here.id] })
-    expect(applyFilters([first], "mbx_a", facts({ from: "someone@else.test" }), ["inbound", "unread"])).toEqual({
+    expect(applyFilters([first], "mbx_a", facts({ from: ["someone@else.test"] }), ["inbound", "unread"])).toEqual({
       labels: ["inbound", "unread"],
       applied: []
     })
@@ -158,7 +158,7 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
       })
       expect(yield* refusal({ conditions: { has_attachments: true }, actions: { add_labels: ["x"], remove_labels: ["x"] } })).toEqual({
         tag: "ValidationError",
-        details: { labels: ["x"] }
+        details: { "actions.remove_labels": "x is in actions.add_labels too: a filter adds a label or removes it, not both" }
       })
       expect(yield* refusal({ conditions: { has_attachments: true }, actions: { remove_labels: ["blocked"] } })).toEqual({
         tag: "ValidationError",
@@ -266,6 +266,39 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
       expect((yield* filters.apply(userId, created.filter_id, false)).changed).toBe(0)
       const missing = yield* Effect.flip(filters.apply(userId, "flt_nothing", false))
       expect(missing).toMatchObject({ _tag: "NotFound", details: { filter_id: "flt_nothing" } })
+    }))
+
+  it.effect("from holds for any author the From names, as ingest and a run over stored mail read them; to reads an older email's stored Cc", () =>
+    Effect.gen(function*() {
+      const filters = yield* Filters
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const userId = mailbox.owner.userId
+      const bob = yield* filters.create(userId, { conditions: { from: ["Bob@Sub.example"] }, actions: { add_labels: ["bob"] } })
+      const received = yield* inbound(mailbox, "From: Alice <alice@x.example>, Bob <bob@sub.example>\r\nSubject: Both")
+      expect(received.labels).toEqual(["inbound", "unread", "bob"])
+      // Stored before the filter: from_address holds the first author, the stored From header every one.
+      const listed = yield* insertEmail(mailbox, {
+        subject: "Both, earlier",
+        receivedMinutesAgo: 5,
+        from: "alice@x.example",
+        headers: { from: "Alice <alice@x.example>, Bob <bob@sub.example>" }
+      })
+      const twoFields = yield* insertEmail(mailbox, {
+        subject: "Two From fields",
+        receivedMinutesAgo: 6,
+        from: "alice@x.example",
+        headers: { from: ["Alice <alice@x.example>", "bob@sub.example"] }
+      })
+      yield* insertEmail(mailbox, { subject: "Alice alone", receivedMinutesAgo: 7, from: "alice@x.example", headers: { from: "Alice <alice@x.example>" } })
+      expect(yield* filters.apply(userId, bob.filter_id, false)).toEqual({ filter_id: bob.filter_id, dry_run: false, scanned: 4, matched: 3, changed: 2 })
+      const sql = yield* SqlClient.SqlClient
+      const labelled = yield* sql<{ id: string }>`SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId} AND 'bob' = ANY(labels) ORDER BY id`
+      expect(labelled.map((row) => row.id).sort()).toEqual([received.emailId, listed.id, twoFields.id].sort())
+
+      // An email stored before its Cc was kept (cc_addresses NULL) is sent to its stored Cc too.
+      const team = yield* filters.create(userId, { conditions: { to: ["team@corp.test"] }, actions: { add_labels: ["team"] } })
+      yield* insertEmail(mailbox, { subject: "Copied", receivedMinutesAgo: 8, headers: { cc: "Team <team@corp.test>" } })
+      expect(yield* filters.apply(userId, team.filter_id, true)).toMatchObject({ matched: 1, changed: 1 })
     }))
 
   it.effect("apply reads mail a page at a time, newest first, missing none where a page ends inside a millisecond", () =>

@@ -4660,7 +4660,7 @@ export interface components {
             conditions: {
                 /** @description The text body contains one of these phrases */
                 body_contains?: string[];
-                /** @description The header From is one of these senders */
+                /** @description An author the header From names (any address of any From field) is one of these senders */
                 from?: string[];
                 /** @description true: has attachments; false: has none */
                 has_attachments?: boolean;
@@ -4705,7 +4705,7 @@ export interface components {
         FilterConditions: {
             /** @description The text body contains one of these phrases */
             body_contains?: string[];
-            /** @description The header From is one of these senders */
+            /** @description An author the header From names (any address of any From field) is one of these senders */
             from?: string[];
             /** @description true: has attachments; false: has none */
             has_attachments?: boolean;
@@ -4726,7 +4726,7 @@ export interface components {
             conditions: {
                 /** @description The text body contains one of these phrases */
                 body_contains?: string[];
-                /** @description The header From is one of these senders */
+                /** @description An author the header From names (any address of any From field) is one of these senders */
                 from?: string[];
                 /** @description true: has attachments; false: has none */
                 has_attachments?: boolean;
