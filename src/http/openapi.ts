@@ -17,12 +17,14 @@
  * - **Schema ids.** The generator marks each `Schema.Unknown` with the same `$id` (`/schemas/unknown`):
  *   a document holding it twice is refused by JSON Schema validators (one id, two schemas), so those
  *   ids are left out; each is an empty schema, any value.
+ * - **Bodies that may be left out** (optional-body.ts) are not `required`.
  * - **Webhooks**: the event payloads receivers get (SPEC "Events"), under OpenAPI 3.1's `webhooks`.
  */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiSecurity, HttpApiSwagger, HttpServerResponse, OpenApi } from "@effect/platform"
 import { Context, Effect, Layer, Option, SchemaAST } from "effect"
 import { eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
 import { withoutGeneratedTitles } from "./json-schema.ts"
+import { isOptionalBody } from "./optional-body.ts"
 import { ApiAuthentication, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -79,6 +81,20 @@ const requirements = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
       const names = [...middleware].flatMap((tag) => accepted[tag.key] ?? [])
       // The generator's default operationId (OpenApi.fromApi).
       found.set(group.topLevel ? endpoint.name : `${group.identifier}.${endpoint.name}`, names.map((name) => ({ [name]: [] })))
+    }
+  })
+  return found
+}
+
+/** The operationIds of `api`'s endpoints whose body may be left out (optional-body.ts). */
+const optionalBodies = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => {
+  const found = new Set<string>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group }) => {
+      if (Option.exists(endpoint.payloadSchema, (schema) => isOptionalBody(schema.ast))) {
+        found.add(group.topLevel ? endpoint.name : `${group.identifier}.${endpoint.name}`)
+      }
     }
   })
   return found
@@ -221,6 +237,7 @@ const webhooks = () =>
 /** The transform: the generated document, finished as the module comment says. */
 export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => (spec: Json): Json => {
   const security = requirements(api)
+  const bodiesLeftOut = optionalBodies(api)
   spec.components.securitySchemes = Object.fromEntries(
     Object.entries(schemes).map(([name, scheme]) => [name, securityScheme(scheme)])
   )
@@ -228,6 +245,7 @@ export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
   for (const [path, operations] of Object.entries<Json>(spec.paths)) {
     for (const operation of Object.values<Json>(operations)) {
       operation.security = security.get(operation.operationId) ?? []
+      if (operation.requestBody !== undefined && bodiesLeftOut.has(operation.operationId)) operation.requestBody.required = false
       for (const [status, response] of Object.entries<Json>(operation.responses)) {
         if (Number(status) >= 400) finishError(spec, response)
         if (limitedPath(path)) response.headers = { ...response.headers, ...limitHeaders(status) }

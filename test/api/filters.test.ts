@@ -216,6 +216,26 @@ describe("filters (/v1/api/filters)", () => {
     expect(badRun.error).toEqual(failure("VALIDATION_ERROR", { dry_run: expect.any(String) }))
   })
 
+  it("apply takes no body as an empty one: a real run; a body that is not an object is still refused", async () => {
+    const user = await withApiKey(suite.server.url)
+    const mailroom = keyed(user)
+    const created = await mailroom.POST("/v1/api/filters", { body: { conditions: { has_attachments: false }, actions: { add_labels: ["x"] } } })
+    const path = { filterId: created.data!.data.filter_id }
+    const ran = { success: true, data: { filter_id: path.filterId, dry_run: false, scanned: 0, matched: 0, changed: 0 } }
+    const none = await mailroom.POST("/v1/api/filters/{filterId}/apply", { params: { path } })
+    expect([none.response.status, none.data]).toEqual([200, ran])
+    // An empty body labelled JSON, and JSON's null, are no body either.
+    for (const text of ["", "null"]) {
+      const empty = await mailroom.POST("/v1/api/filters/{filterId}/apply", { params: { path }, ...rawJsonBody(text) })
+      expect([empty.response.status, empty.data]).toEqual([200, ran])
+    }
+    for (const text of ["[]", "true"]) {
+      const wrong = await mailroom.POST("/v1/api/filters/{filterId}/apply", { params: { path }, ...rawJsonBody(text) })
+      expect(wrong.response.status).toBe(400)
+      expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { body: "must be a JSON object" }))
+    }
+  })
+
   it.each(refusedListParams("priority:asc", "name:sideways"))("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
     const user = await withApiKey(suite.server.url)
     const { response, error } = await keyed(user).GET("/v1/api/filters", { params: { query: { [name]: value } } })

@@ -977,7 +977,7 @@ export interface paths {
         put?: never;
         /**
          * Apply a filter to mail already received
-         * @description Runs it (enabled or not) over the newest 10,000 received emails of its mailbox, or of every mailbox for an account's filter; each email it changes is announced as email.labels_changed. dry_run: true only counts
+         * @description Runs it (enabled or not) over the newest 10,000 received emails of its mailbox, or of every mailbox for an account's filter; each email it changes is announced as email.labels_changed. dry_run: true only counts; the body may be left out (a real run)
          */
         post: operations["dashboardFilters.apply"];
         delete?: never;
@@ -2393,7 +2393,7 @@ export interface paths {
         put?: never;
         /**
          * Apply a filter to mail already received
-         * @description Runs it (enabled or not) over the newest 10,000 received emails of its mailbox, or of every mailbox for an account's filter; each email it changes is announced as email.labels_changed. dry_run: true only counts
+         * @description Runs it (enabled or not) over the newest 10,000 received emails of its mailbox, or of every mailbox for an account's filter; each email it changes is announced as email.labels_changed. dry_run: true only counts; the body may be left out (a real run)
          */
         post: operations["filters.apply"];
         delete?: never;
@@ -14477,7 +14477,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["FilterApplyInput"];
             };
@@ -28737,7 +28737,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["FilterApplyInput"];
             };

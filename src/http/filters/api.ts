@@ -16,6 +16,7 @@ import { APPLY_LIMIT, Filter, FilterInput, filterSortFields, FilterUpdate, MAX_F
 import { Limit, ListMeta, Offset, SortParam } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
+import { OptionalBody } from "../optional-body.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const FilterPath = Schema.Struct({ filterId: Schema.String })
@@ -30,9 +31,13 @@ export const RemovedFilter = Schema.Struct({ filter_id: Schema.String, deleted: 
   identifier: "RemovedFilter"
 })
 
-export const ApplyInput = Schema.Struct({
-  dry_run: Schema.optional(Schema.Boolean).annotations({ description: "true: count what it would change, change nothing" })
-}).annotations({ identifier: "FilterApplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
+/** Optional, as its one field is: no body runs the filter for real. */
+export const ApplyInput = OptionalBody(
+  Schema.Struct({
+    dry_run: Schema.optional(Schema.Boolean).annotations({ description: "true: count what it would change, change nothing" })
+  }).annotations({ identifier: "FilterApplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } }),
+  {}
+)
 
 export const FilterApplied = Schema.Struct({
   filter_id: Schema.String,
@@ -114,7 +119,7 @@ const filterEndpoints = <const Name extends string>(name: Name) =>
           summary: "Apply a filter to mail already received",
           description: `Runs it (enabled or not) over the newest ${APPLY_LIMIT.toLocaleString("en")} received emails of its mailbox, ` +
             "or of every mailbox for an account's filter; each email it changes is announced as email.labels_changed. " +
-            "dry_run: true only counts"
+            "dry_run: true only counts; the body may be left out (a real run)"
         }))
     )
 
