@@ -34,12 +34,16 @@ const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](
 /** A dot-atom local part (RFC 5322 §3.4.1), ASCII: what every receiving server takes. */
 const LOCAL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
 
-/** Is `value` an address Mailroom sends to: `local@domain.tld`, at most 254 characters? */
+/** A top-level label of digits alone: no domain has one (RFC 3696 §2), and `127.0.0.1` is an IP address, not a domain. */
+const NUMERIC_TLD = /\.\d+$/
+
+/** Is `value` an address Mailroom sends to: `local@domain.tld` (a domain name, not an IP address), at most 254 characters? */
 export const isAddress = (value: string): boolean => {
   const at = value.lastIndexOf("@")
   if (at <= 0 || value.length > 254) return false
   const local = value.slice(0, at)
-  return local.length <= 64 && LOCAL.test(local) && DOMAIN.test(value.slice(at + 1))
+  const domain = value.slice(at + 1)
+  return local.length <= 64 && LOCAL.test(local) && DOMAIN.test(domain) && !NUMERIC_TLD.test(domain)
 }
 
 /**

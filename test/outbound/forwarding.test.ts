@@ -358,6 +358,12 @@ describe("forwarding a mailbox's mail", () => {
     const [local, domain] = box.address.split("@")
     const tagged = await forward(mailroom, box, `${local}+copy@${domain}`)
     expect([tagged.response.status, tagged.error?.error.details]).toEqual([400, { address: "is this mailbox's own address" }])
+    // An IP address is no domain, written bare as in brackets (a literal), as localhost is none that takes mail.
+    for (const address of ["ada@127.0.0.1", "ada@[127.0.0.1]", "ada@localhost"]) {
+      const refused = await forward(mailroom, box, address)
+      expect([refused.response.status, refused.error?.error.code, refused.error?.error.details], address)
+        .toEqual([400, "VALIDATION_ERROR", { address: "must be an email address such as name@example.com" }])
+    }
     const invalid = await forward(mailroom, box, "not an address")
     expect(invalid.response.status).toBe(400)
     expect(invalid.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { address: expect.stringContaining("email address") } } })
