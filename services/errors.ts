@@ -178,16 +178,19 @@ export class InternalError extends Schema.TaggedError<InternalError>()(
   }
 }
 
-/** 503 SERVICE_UNAVAILABLE: a dependency (database, bus) is unreachable; clients retry after `retryAfter` seconds. */
+/**
+ * 503 SERVICE_UNAVAILABLE: a dependency (database, bus) is unreachable; clients retry after `retryAfter`
+ * seconds, told in the `Retry-After` header and, for a client that reads bodies alone, `details.retry_after`.
+ */
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
   ...failureWith("ServiceUnavailable", {
     status: 503,
     code: "SERVICE_UNAVAILABLE",
-    description: "SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds"
+    description: "SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait"
   }, { retryAfter: Schema.Number })
 ) {
   static of(message = "The service is temporarily unavailable, retry shortly", retryAfter = 5) {
-    return new ServiceUnavailable({ message, retryAfter })
+    return new ServiceUnavailable({ message, details: { retry_after: retryAfter }, retryAfter })
   }
 }
 

@@ -66,9 +66,15 @@ const listed = await Effect.runPromise(
     const client = yield* makeClient({ baseUrl, apiKey: key.data!.data.apiKey })
     const list = yield* client.mailboxes.list({ urlParams: {} })
     const missing = yield* Effect.flip(client.apiKeys.revoke({ path: { id: "key_missing" } }))
+    // A free key's 20 requests a minute run out: the refusal says, typed, how long to wait.
+    let limited: { tag: string; retryAfter: number } | undefined
+    for (let i = 0; i < 25 && limited === undefined; i++) {
+      const refused = yield* Effect.flip(client.mailboxes.list({ urlParams: {} })).pipe(Effect.option)
+      if (refused._tag === "Some") limited = { tag: refused.value._tag, retryAfter: refused.value._tag === "RateLimited" ? refused.value.retryAfter : -1 }
+    }
     // @ts-expect-error a mailbox has no such field
     void list.mailboxes.map((m) => m.no_such_field)
-    return { addresses: list.mailboxes.map((m) => m.email_address), missing: missing._tag }
+    return { addresses: list.mailboxes.map((m) => m.email_address), missing: missing._tag, limited }
   }).pipe(Effect.provide(FetchHttpClient.layer))
 )
 
@@ -130,23 +136,34 @@ describe.skipIf(mode !== "postgres")("the client package", () => {
     const headers = signingHeaders({ secret, id: "evt_1", timestamp: Math.floor(Date.now() / 1000), body })
     fs.writeFileSync(path.join(project, "signed.json"), JSON.stringify({ secret, body, headers }))
 
-    // The package's README ships with it, and its examples compile against it as written.
+    // The package's README ships with it, and its examples compile against it as written, under the
+    // strictest options a user may have (this repository's own among them).
     const readme = fs.readFileSync(path.join(installed, "README.md"), "utf8")
     const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)
     expect(examples.length).toBe(3)
     examples.forEach((example, i) => fs.writeFileSync(path.join(project, `readme-${i}.ts`), `export {}\n${example}`))
     fs.writeFileSync(path.join(project, "tsconfig.readme.json"), JSON.stringify({
-      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, types: ["node"], skipLibCheck: true },
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        noEmit: true,
+        types: ["node"],
+        skipLibCheck: true
+      },
       files: examples.map((_, i) => `readme-${i}.ts`)
     }))
     await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.readme.json"], project)
 
     await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], project)
     const output = JSON.parse((await run(process.execPath, [path.join(project, "out/use.js"), url], project)).trim())
+    expect(output.listed.limited.retryAfter).toBeGreaterThan(0)
     expect(output).toEqual({
       created: expect.stringMatching(/^packed[a-z0-9]+@agents\.localhost$/),
       refused: { status: 422, code: "LOCAL_TOO_SHORT" },
-      listed: { addresses: [output.created], missing: "NotFound" },
+      listed: { addresses: [output.created], missing: "NotFound", limited: { tag: "RateLimited", retryAfter: expect.any(Number) } },
       verified: true,
       tampered: false
     })

@@ -56,15 +56,22 @@ const body = <E extends ApiError>(error: E) => ({
 
 const envelopes = new WeakMap<object, Schema.Schema.Any>()
 
+/** The seconds a 429 or 503 asks a client to wait, as its body tells them (0: none said). */
+const retryAfterOf = (details: Details | undefined): number => {
+  const seconds = details?.retry_after
+  return typeof seconds === "number" && Number.isFinite(seconds) && seconds > 0 ? seconds : 0
+}
+
 const makeEnvelope = <E extends ApiError>(cls: ErrorClass<E>) => {
   const wire = wireOf(cls)
   return Schema.transform(errorBody(wire.code), Schema.typeSchema(cls), {
     strict: true,
+    // What a client decodes: a refusal's `retryAfter` is its body's `details.retry_after`.
     decode: (answer) =>
       new cls({
         message: answer.error.message,
         ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
-        retryAfter: 0
+        retryAfter: retryAfterOf(answer.error.details)
       }),
     encode: body
   }).annotations({ ...HttpApiSchema.annotations({ status: wire.status }), description: wire.description })

@@ -184,7 +184,7 @@ const clientErrorReply = (error: NodeJS.ErrnoException, socket: Duplex) => {
  * connection) is answered 503 here, and its connection closed, so the client retries elsewhere.
  */
 const shuttingDownReply = (response: ServerResponse) => {
-  const body = JSON.stringify({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The server is shutting down; retry" } })
+  const body = JSON.stringify({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The server is shutting down; retry", details: { retry_after: 1 } } })
   response.writeHead(503, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(body),

@@ -34,7 +34,10 @@ it("answers 503 with Retry-After while PostgreSQL is unreachable, and recovers",
   await proxy.cut()
   const reply = await withKey(server.url, user).GET("/v1/api-keys")
   expect(reply.response.status).toBe(503)
-  expect(reply.error).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.any(String) } })
+  expect(reply.error).toEqual({
+    success: false,
+    error: { code: "SERVICE_UNAVAILABLE", message: expect.any(String), details: { retry_after: Number(reply.response.headers.get("retry-after")) } }
+  })
   expect(Number(reply.response.headers.get("retry-after"))).toBeGreaterThan(0)
   expect(JSON.stringify(reply.error)).not.toMatch(/ECONNREFUSED|SELECT|\.[mc]?[jt]s:\d+/)
 
@@ -63,7 +66,7 @@ it.skipIf(!process.env.DATABASE_URL)(
       const reply = await keys.GET("/v1/api-keys")
       const waited = Date.now() - started
       expect(reply.response.status).toBe(503)
-      expect(reply.error).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.any(String) } })
+      expect(reply.error).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.any(String), details: { retry_after: expect.any(Number) } } })
       // A statement unanswered for 10 s, then a check that cannot connect in 5 s: not the kernel's ~15 minutes.
       expect(waited).toBeGreaterThanOrEqual(9_000)
       expect(waited).toBeLessThan(30_000)
@@ -81,7 +84,10 @@ it("reports not ready while the bus is down, and ready again once it is back", a
   await nats.stop()
   const ready = await anonymous(server.url).GET("/readyz")
   expect(ready.response.status).toBe(503)
-  expect(ready.error).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The bus is not reachable" } })
+  expect(ready.error).toEqual({
+    success: false,
+    error: { code: "SERVICE_UNAVAILABLE", message: "The bus is not reachable", details: { retry_after: Number(ready.response.headers.get("retry-after")) } }
+  })
   expect(ready.response.headers.get("retry-after")).not.toBeNull()
   await nats.start()
   await until("ready again", async () => ((await anonymous(server.url).GET("/readyz")).response.status === 200 ? true : undefined), 20_000, 200)

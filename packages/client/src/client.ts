@@ -17,9 +17,9 @@ export interface ClientOptions {
   /** `{app_url}`, e.g. http://localhost:3000 (routes carry their own /v1 or /api prefix). */
   readonly baseUrl: string
   /** Sent as `X-API-Key` on every request, when given. */
-  readonly apiKey?: string
+  readonly apiKey?: string | undefined
   /** Sent as `Authorization: Bearer` (an access token from login), when given and no key is. */
-  readonly accessToken?: string
+  readonly accessToken?: string | undefined
 }
 
 export const makeClient = (options: ClientOptions) =>

@@ -5750,7 +5750,7 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+        /** @description SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
         ServiceUnavailable: {
             error: {
                 /** @enum {string} */
@@ -6347,7 +6347,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -6482,7 +6482,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -6624,7 +6624,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -6770,7 +6770,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -6902,7 +6902,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7036,7 +7036,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7180,7 +7180,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7300,7 +7300,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7420,7 +7420,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7550,7 +7550,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7694,7 +7694,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7802,7 +7802,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -7910,7 +7910,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8030,7 +8030,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8150,7 +8150,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8278,7 +8278,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8420,7 +8420,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8548,7 +8548,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8676,7 +8676,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8820,7 +8820,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -8964,7 +8964,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9108,7 +9108,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9252,7 +9252,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9412,7 +9412,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9571,7 +9571,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9706,7 +9706,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9846,7 +9846,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -9986,7 +9986,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10122,7 +10122,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10269,7 +10269,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10411,7 +10411,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10565,7 +10565,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10711,7 +10711,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -10884,7 +10884,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11039,7 +11039,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11177,7 +11177,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11347,7 +11347,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11489,7 +11489,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11643,7 +11643,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11790,7 +11790,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -11929,7 +11929,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12084,7 +12084,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12262,7 +12262,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12419,7 +12419,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12604,7 +12604,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12742,7 +12742,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -12920,7 +12920,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13098,7 +13098,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13272,7 +13272,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsubscribeFailed"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13428,7 +13428,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13573,7 +13573,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13724,7 +13724,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -13874,7 +13874,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14022,7 +14022,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14164,7 +14164,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14306,7 +14306,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14453,7 +14453,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14599,7 +14599,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14749,7 +14749,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -14899,7 +14899,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15064,7 +15064,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15207,7 +15207,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15338,7 +15338,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15504,7 +15504,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15642,7 +15642,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15788,7 +15788,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -15965,7 +15965,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16107,7 +16107,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16253,7 +16253,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16395,7 +16395,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16555,7 +16555,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16707,7 +16707,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -16871,7 +16871,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17014,7 +17014,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17169,7 +17169,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17331,7 +17331,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17503,7 +17503,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17673,7 +17673,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17811,7 +17811,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -17953,7 +17953,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18118,7 +18118,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18261,7 +18261,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18412,7 +18412,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18578,7 +18578,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18722,7 +18722,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -18873,7 +18873,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19036,7 +19036,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19188,7 +19188,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19366,7 +19366,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19544,7 +19544,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19706,7 +19706,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19854,7 +19854,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -19996,7 +19996,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20171,7 +20171,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20342,7 +20342,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20494,7 +20494,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20642,7 +20642,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20773,7 +20773,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -20918,7 +20918,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21054,7 +21054,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21202,7 +21202,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21344,7 +21344,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21506,7 +21506,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21648,7 +21648,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21802,7 +21802,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -21949,7 +21949,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22105,7 +22105,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22250,7 +22250,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22386,7 +22386,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22521,7 +22521,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22663,7 +22663,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22805,7 +22805,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -22951,7 +22951,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -23101,7 +23101,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -23256,7 +23256,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -23401,7 +23401,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -23484,7 +23484,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -23622,7 +23622,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -23766,7 +23766,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -23913,7 +23913,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24055,7 +24055,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24201,7 +24201,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24361,7 +24361,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24509,7 +24509,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24668,7 +24668,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24810,7 +24810,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -24964,7 +24964,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25110,7 +25110,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25283,7 +25283,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25438,7 +25438,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25588,7 +25588,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25758,7 +25758,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -25900,7 +25900,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26054,7 +26054,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26201,7 +26201,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26340,7 +26340,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26495,7 +26495,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26673,7 +26673,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -26830,7 +26830,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27015,7 +27015,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27153,7 +27153,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27331,7 +27331,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27509,7 +27509,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27683,7 +27683,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsubscribeFailed"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27839,7 +27839,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -27984,7 +27984,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28134,7 +28134,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28282,7 +28282,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28424,7 +28424,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28566,7 +28566,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28713,7 +28713,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -28859,7 +28859,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29009,7 +29009,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29159,7 +29159,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29324,7 +29324,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29467,7 +29467,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29610,7 +29610,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29788,7 +29788,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -29926,7 +29926,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30072,7 +30072,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30249,7 +30249,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30391,7 +30391,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30537,7 +30537,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30679,7 +30679,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30839,7 +30839,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -30991,7 +30991,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31155,7 +31155,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31298,7 +31298,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31453,7 +31453,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31615,7 +31615,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31787,7 +31787,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -31957,7 +31957,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32095,7 +32095,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32237,7 +32237,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32402,7 +32402,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32545,7 +32545,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32696,7 +32696,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -32862,7 +32862,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33006,7 +33006,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33157,7 +33157,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33320,7 +33320,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33472,7 +33472,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33650,7 +33650,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33828,7 +33828,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -33990,7 +33990,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34150,7 +34150,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34292,7 +34292,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34467,7 +34467,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34638,7 +34638,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34790,7 +34790,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -34935,7 +34935,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35083,7 +35083,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35243,7 +35243,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35385,7 +35385,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35547,7 +35547,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35689,7 +35689,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35843,7 +35843,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -35990,7 +35990,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36146,7 +36146,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36291,7 +36291,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36439,7 +36439,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36586,7 +36586,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36728,7 +36728,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -36870,7 +36870,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37016,7 +37016,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37166,7 +37166,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37321,7 +37321,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37466,7 +37466,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37625,7 +37625,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37772,7 +37772,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -37912,7 +37912,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38052,7 +38052,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38141,7 +38141,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -38285,7 +38285,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38436,7 +38436,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38584,7 +38584,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38727,7 +38727,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
@@ -38861,7 +38861,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
