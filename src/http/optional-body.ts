@@ -8,7 +8,7 @@
  * OpenAPI document shows `fields`, the body marked not required (openapi.ts), so the typed client
  * lets it out too.
  */
-import { ParseResult, Schema, SchemaAST } from "effect"
+import { Option, ParseResult, Schema, SchemaAST } from "effect"
 
 /** Marks a payload schema made by `OptionalBody` (read by openapi.ts). */
 export const OptionalBodyId: unique symbol = Symbol.for("mailroom/http/OptionalBody")
@@ -21,6 +21,8 @@ export const OptionalBody = <A, I>(fields: Schema.Schema<A, I>, empty: NoInfer<A
   }).annotations({
     // Documented as the fields are, under their own identifier.
     [SchemaAST.SurrogateAnnotationId]: fields.ast,
+    // Their parse options (a field they do not have refused) are what the payload declares.
+    ...Option.match(SchemaAST.getParseOptionsAnnotation(fields.ast), { onNone: () => ({}), onSome: (parseOptions) => ({ parseOptions }) }),
     [OptionalBodyId]: true
   })
 
