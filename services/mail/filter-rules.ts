@@ -160,7 +160,7 @@ export type FilterSortField = (typeof filterSortFields)[number]
 
 /**
  * Why `actions` name a label both to add and to remove, keyed by the filter's field: checked before
- * label-rules.ts `checkChange`, which refuses the same under `details.labels`, a field a filter has not.
+ * label-rules.ts `checkChange`, which refuses the same under `remove_labels`, the emails' field.
  */
 export const overlapProblem = (actions: LabelChange): Record<string, string> | undefined => {
   const both = [...new Set(actions.add.filter((label) => actions.remove.includes(label)))]

@@ -80,9 +80,10 @@ export const checkChange = (change: LabelChange): Effect.Effect<LabelChange, Val
   }
   const both = add.filter((label) => remove.includes(label))
   if (both.length > 0) {
+    // Keyed by the request's field, as every VALIDATION_ERROR is (a filter's `actions.remove_labels`).
     return Effect.fail(new ValidationError({
       message: `A label cannot be added and removed at once: ${both.join(", ")}`,
-      details: { labels: both }
+      details: { remove_labels: `${both.join(", ")} ${both.length === 1 ? "is" : "are"} in add_labels too: a label is added or removed, not both` }
     }))
   }
   const facts = [...add, ...remove].filter(isFact)

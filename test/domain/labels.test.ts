@@ -106,9 +106,9 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
         code: "VALIDATION_ERROR",
         details: { add_labels: expect.any(String) }
       })
-      expect(yield* failure(labels.update(userId, [id], { add: ["x"], remove: ["x"] }))).toMatchObject({
+      expect(yield* failure(labels.update(userId, [id], { add: ["x", "y"], remove: ["x"] }))).toMatchObject({
         code: "VALIDATION_ERROR",
-        details: { labels: ["x"] }
+        details: { remove_labels: "x is in add_labels too: a label is added or removed, not both" }
       })
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ labels: Array<string> }>`SELECT labels FROM emails WHERE id = ${id}`
