@@ -236,11 +236,23 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         }
       })
 
+    /** The time of the first message on `filter` from stream sequence `seq` on. */
+    const firstOnFilter = async (stream: string, seq: number, filter: string) => {
+      // `next_by_subj` needs nats-server 2.9; the SDK's type only lists `seq`.
+      const request: SeqMsgRequest = Object.assign({ seq }, { next_by_subj: toWire(filter) })
+      return (await jsm.streams.getMessage(stream, request))?.time
+    }
+
     /**
      * From the consumer's info: what waits (num_pending) and what is delivered but not acknowledged
      * (num_ack_pending: in a handler, or failed and waiting out its retry delay). The oldest unacknowledged message is the first one on the
      * filter after the ack floor (every message before the floor is acknowledged); its time is the
-     * stream's. `next_by_subj` needs nats-server 2.9; the SDK's type only lists `seq`.
+     * stream's.
+     *
+     * A consumer no process has started yet (workers that crash at start, a NATS_PREFIX that differs)
+     * would be given every message on its filter the stream holds (DeliverPolicy.All): they all wait,
+     * counted from the stream's own state for that filter (the stream holds other subjects too), the
+     * oldest its first. So a stage nobody runs shows its backlog growing, as the embedded bus's does.
      */
     const lag = (consumer: ConsumerRef): Effect.Effect<Option.Option<ConsumerLag>, BusError> => {
       const stream = streamName(prefix, consumer.stream)
@@ -250,18 +262,24 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
           try {
             info = await jsm.consumers.info(stream, natsName(consumer.name))
           } catch (error) {
-            if (apiCode(error) === CONSUMER_NOT_FOUND) return Option.none()
+            if (apiCode(error) === CONSUMER_NOT_FOUND) return Option.some(await unconsumedLag(stream, consumer.filter))
             throw error
           }
           const pending = info.num_pending
           const inFlight = info.num_ack_pending
           if (pending + inFlight === 0) return Option.some({ pending: 0, inFlight: 0, oldest: undefined })
-          const request: SeqMsgRequest = Object.assign({ seq: info.ack_floor.stream_seq + 1 }, { next_by_subj: toWire(consumer.filter) })
-          const first = await jsm.streams.getMessage(stream, request)
-          return Option.some({ pending, inFlight, oldest: first?.time })
+          return Option.some({ pending, inFlight, oldest: await firstOnFilter(stream, info.ack_floor.stream_seq + 1, consumer.filter) })
         },
         catch: busError(`Could not read the lag of ${stream}/${consumer.name}`)
       })
+    }
+
+    /** Every message of `stream` on `filter`, as waiting for a consumer that does not exist yet. */
+    const unconsumedLag = async (stream: string, filter: string): Promise<ConsumerLag> => {
+      const info = await jsm.streams.info(stream, { subjects_filter: toWire(filter) })
+      const pending = Object.values(info.state.subjects ?? {}).reduce((total, count) => total + count, 0)
+      if (pending === 0) return { pending: 0, inFlight: 0, oldest: undefined }
+      return { pending, inFlight: 0, oldest: await firstOnFilter(stream, info.state.first_seq, filter) }
     }
 
     return { publish, consume, listen, broadcast, lag, ping } satisfies BusShape

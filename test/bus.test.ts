@@ -288,11 +288,17 @@ const contract = <S>(backend: Backend<S>) =>
         const { name, subject } = fresh()
         const ref = { name, stream: "events" as const, filter: subject }
         const before = new Date(Date.now() - 1000)
+        // Another subject of the same stream, which is not the consumer's.
+        yield* bus.publish(subject.replace("events.test.", "events.other."), encodeJson(0), { msgId: "lag-other" })
         for (const n of [1, 2, 3]) yield* bus.publish(subject, encodeJson(n), { msgId: `lag-${n}` })
-        // Never started: JetStream knows no such consumer (unknown); the embedded bus counts all three.
-        const unstarted = yield* bus.lag(ref)
-        if (backend.name.startsWith("NATS")) expect(unstarted._tag).toBe("None")
-        else expect(unstarted).toMatchObject({ _tag: "Some", value: { pending: 3, inFlight: 0 } })
+        // Never started (JetStream knows no such consumer yet): once started it would be given all
+        // three, so they wait, the oldest the first one published; a stage no process runs is behind.
+        const unstarted = Option.getOrThrow(yield* bus.lag(ref))
+        expect(unstarted).toMatchObject({ pending: 3, inFlight: 0 })
+        expect(unstarted.oldest).toBeInstanceOf(Date)
+        expect(unstarted.oldest!.getTime()).toBeGreaterThanOrEqual(before.getTime())
+        expect(unstarted.oldest!.getTime()).toBeLessThanOrEqual(Date.now() + 1000)
+
 
         const release = yield* Deferred.make<void>()
         const started = yield* Queue.unbounded<number>()

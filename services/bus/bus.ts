@@ -145,8 +145,9 @@ export interface BusShape {
    */
   readonly broadcast: (subject: string, data: Uint8Array) => Effect.Effect<void>
   /**
-   * How far behind the durable consumer `consumer` is. None while it has never been started
-   * (JetStream knows of no such consumer yet): its lag is then unknown, not zero.
+   * How far behind the durable consumer `consumer` is. One no process has started yet has every
+   * message on its filter the stream holds waiting (what it would be given once started), so a stage
+   * whose consumers never came up is seen falling behind. None: the adapter cannot tell.
    */
   readonly lag: (consumer: ConsumerRef) => Effect.Effect<Option.Option<ConsumerLag>, BusError>
   /** Is the bus reachable now? (readiness) */

@@ -35,7 +35,7 @@ export interface StageStatus {
   readonly rate: number
   /** Messages this process finished since it started. */
   readonly handled: number
-  /** Waiting for the stage (null: unknown, e.g. a consumer never started; accept: none queue). */
+  /** Waiting for the stage (null: unknown, the bus out of reach; accept: none queue). */
   readonly pending: number | null
   /** Taken by the stage and not finished (accept: messages in DATA in this process). */
   readonly inFlight: number | null

@@ -74,7 +74,8 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     db = new pg.Client({ connectionString: backend.env.DATABASE_URL! })
     await db.connect()
     box = await newBox(node.url)
-    // Both consumers exist (their lag is known) once each process has started its stage.
+    // The stages' lag is known at once (a consumer not started yet has all it would be given waiting);
+    // that both stages run is shown by the first email being indexed, below.
     await upWhen(worker, "worker and indexer", async () => {
       const now = await stages()
       return now.ingest.pending !== null && now.index.pending !== null
