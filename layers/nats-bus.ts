@@ -13,6 +13,7 @@ import {
   AckPolicy,
   type Consumer,
   type ConsumerInfo,
+  type ConsumerMessages,
   type ConsumerUpdateConfig,
   DeliverPolicy,
   jetstream,
@@ -27,7 +28,7 @@ import {
   type SeqMsgRequest,
   StorageType
 } from "@nats-io/jetstream"
-import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
+import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status, type Subscription } from "@nats-io/transport-node"
 import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, type Scope } from "effect"
 import * as os from "node:os"
 import {
@@ -467,17 +468,21 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
       Effect.as(stopped, Option.none<number>())
     )
 
-    // One pull request. When the consumer closes, the request is stopped: messages already received
-    // are still handled (their slots were free), so none is left to wait out its ack_wait.
+    // One pull request. When the consumer closes, the request is ended (endPull) and every message
+    // it brings from then on, or brought and this loop had not read yet, is handed back (a nak)
+    // rather than started, so that another process takes it now instead of after its ack_wait. Handed
+    // back once the pull has ended: while the server still delivers to it, a nak'd message would be
+    // sent straight back to it, to be lost as it closes.
     const pullBatch = (size: number) =>
       Effect.acquireUseRelease(
         Effect.tryPromise({
           try: () => consumer.fetch({ max_messages: size, expires: Duration.toMillis(PULL_EXPIRES) }),
           catch: busError(`Could not pull from ${stream}/${durable}`)
         }),
-        (batch) =>
-          Effect.gen(function*() {
-            yield* Effect.forkScoped(Effect.zipRight(stopped, Effect.sync(() => batch.stop())))
+        (batch) => {
+          const unstarted: Array<JsMsg> = []
+          return Effect.gen(function*() {
+            yield* Effect.forkScoped(Effect.zipRight(stopped, endPull(batch)))
             const iterator = batch[Symbol.asyncIterator]()
             while (true) {
               const next = yield* Effect.tryPromise({
@@ -485,12 +490,31 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
                 catch: busError(`Pulling from ${stream}/${durable} failed`)
               })
               if (next.done === true) return
-              yield* dispatch(next.value)
+              if (yield* Deferred.isDone(stopping)) unstarted.push(next.value)
+              else yield* dispatch(next.value)
             }
-          }).pipe(Effect.scoped),
+          }).pipe(
+            Effect.scoped,
+            Effect.ensuring(Effect.suspend(() => (unstarted.length === 0 ? Effect.void : handBack(unstarted))))
+          )
+        },
         // Not close(): it waits for the iterator to be read to its end, which an interrupted reader
-        // never does. stop() unsubscribes at once; anything undelivered comes back after ack_wait.
+        // never does. stop() unsubscribes at once; what an interrupted reader left unread comes back
+        // after ack_wait.
         (batch) => Effect.sync(() => batch.stop())
+      )
+
+    /**
+     * Nak what a closing pull brought. The server keeps the ended pull among the consumer's waiting
+     * requests until it next looks at them, and would take the first message nak'd for it and drop it
+     * there (seen on nats-server 2.9.10: that one stayed in flight until ack_wait). Asking for the
+     * consumer's info has the server clear out requests nobody listens to any more.
+     */
+    const handBack = (messages: ReadonlyArray<JsMsg>) =>
+      Effect.tryPromise(() => ctx.jsm.consumers.info(stream, durable)).pipe(
+        // Without it a message may wait out its ack_wait: later, not lost.
+        Effect.catchAll((error) => Effect.logDebug("Could not read a consumer's info before handing messages back", error)),
+        Effect.zipRight(Effect.forEach(messages, (msg) => negativeAcknowledge(msg, Duration.zero), { discard: true }))
       )
 
     const pullLoop = Effect.gen(function*() {
@@ -524,6 +548,41 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
       )
     )
   })
+
+/**
+ * End a pull before it expires, losing nothing it brought. The server goes on delivering to a pull
+ * until it has read our unsubscribe, and a message already on its way when the client unsubscribed
+ * (stop()) would be dropped on arrival while the server counts it delivered: it waited out its
+ * ack_wait (seen: every message published as a worker stopped). A drain unsubscribes and reads on
+ * until the server answers a ping sent after it, so whatever was sent before is read and handed back;
+ * the SDK then ends the pull's iterator. A connection too slow to answer gets stop() after
+ * REQUEST_TIMEOUT. (With the consumer's leader on another NATS server, a message that was crossing to
+ * ours as it read the unsubscribe is still lost to ack_wait: that window is the route's latency.)
+ */
+const endPull = (batch: ConsumerMessages) =>
+  Effect.suspend(() => {
+    const subscription = pullSubscription(batch)
+    const stop = Effect.sync(() => batch.stop())
+    if (subscription === undefined || subscription.isClosed()) return stop
+    return Effect.tryPromise(() => subscription.drain()).pipe(
+      Effect.timeout(REQUEST_TIMEOUT),
+      // A drain that failed (the connection closed) or took too long: nothing more can be read anyway.
+      Effect.catchAll(() => stop)
+    )
+  })
+
+/**
+ * The core subscription a pull's messages arrive on: the SDK's pull (PullConsumerMessagesImpl) keeps
+ * it as `sub`, outside the type fetch() returns. Undefined if a later SDK moves it (endPull then stops).
+ */
+const pullSubscription = (batch: ConsumerMessages): Subscription | undefined => {
+  const sub: unknown = "sub" in batch ? batch.sub : undefined
+  return isSubscription(sub) ? sub : undefined
+}
+
+const isSubscription = (value: unknown): value is Subscription =>
+  typeof value === "object" && value !== null && "drain" in value && typeof value.drain === "function" &&
+  "isClosed" in value && typeof value.isClosed === "function"
 
 /**
  * While a handler runs past half its ack_wait, tell the server it is still at work, so that a long

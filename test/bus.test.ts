@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { connect } from "@nats-io/transport-node"
 import { jetstreamManager } from "@nats-io/jetstream"
-import { Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Queue, Redacted, Ref, Schedule, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Option, Queue, Redacted, Ref, Schedule, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -299,7 +299,6 @@ const contract = <S>(backend: Backend<S>) =>
         expect(unstarted.oldest!.getTime()).toBeGreaterThanOrEqual(before.getTime())
         expect(unstarted.oldest!.getTime()).toBeLessThanOrEqual(Date.now() + 1000)
 
-
         const release = yield* Deferred.make<void>()
         const started = yield* Queue.unbounded<number>()
         const stop = yield* startConsumer(bus, {
@@ -515,6 +514,43 @@ describe.runIf(natsUrl !== undefined)("NATS consumer processes", () => {
       yield* expectQuiet(deliveries, "1500 millis")
     }))
 
+})
+
+describe.runIf(natsUrl !== undefined)("NATS consumer closing", () => {
+  const backend = natsBackend(natsUrl ?? "")
+
+  it.scopedLive("hands back at once what its pull brought as it closed: another consumer takes it well within ack_wait", () =>
+    Effect.gen(function*() {
+      const prefix = yield* backend.storage
+      const { bus } = yield* openBus(backend.bus(prefix))
+      // A message published as the consumer closes reaches its waiting pull just after it stopped
+      // listening: a race, so several rounds, each closing at once or a moment after the publishes.
+      for (const delay of [0, 0, 1, 2]) {
+        const { name, subject } = fresh()
+        const handled = yield* Ref.make(new Set<string>())
+        const take = (m: BusMessage) => Ref.update(handled, (seen) => new Set([...seen, m.msgId]))
+        const spec = { name, stream: "events" as const, filter: subject, concurrency: 8, ackWait: Duration.seconds(30) }
+        const closeFirst = yield* startConsumer(bus, { ...spec, handler: take })
+        // Its pull waits on the server for up to 8 messages.
+        yield* Effect.sleep("300 millis")
+        const msgIds = Array.from({ length: 6 }, (_, i) => `${name}-${i}`)
+        const publishing = yield* Effect.fork(
+          Effect.forEach(msgIds, (msgId) => bus.publish(subject, encodeJson(msgId), { msgId }), { discard: true, concurrency: "unbounded" })
+        )
+        yield* Effect.sleep(Duration.millis(delay))
+        yield* closeFirst
+        yield* Fiber.join(publishing)
+        // What the first did not handle is nobody's: the next consumer has it at once, not in 30 s.
+        yield* startConsumer(bus, { ...spec, handler: take })
+        const all = yield* Ref.get(handled).pipe(
+          Effect.tap(() => Effect.sleep("100 millis")),
+          Effect.repeat({ until: (seen) => seen.size === msgIds.length }),
+          Effect.timeout("5 seconds"),
+          Effect.orElse(() => Ref.get(handled))
+        )
+        expect([...all].sort(), `closed ${delay} ms after publishing`).toEqual([...msgIds].sort())
+      }
+    }), 60_000)
 })
 
 describe.runIf(natsUrl !== undefined && fs.existsSync("/usr/sbin/nats-server"))("NATS outage (private nats-server)", () => {
