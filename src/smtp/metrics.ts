@@ -1,7 +1,10 @@
 /**
- * The SMTP node's metrics. Replies are counted for what this node decides: a refused connection,
- * each RCPT TO and each DATA (not the protocol's routine 220/250 to EHLO, MAIL FROM or QUIT). The
- * submission server's (submission.ts) apart: each AUTH, MAIL FROM and DATA it answers.
+ * The SMTP node's metrics. Replies are counted for what this node decides, labelled by the command
+ * answered (`phase`): a refused connection (`connect`), a MAIL FROM refused while draining (`mail`),
+ * each RCPT TO (`rcpt`) and each DATA (`data`); not the protocol's routine 220/250 to EHLO, MAIL FROM
+ * or QUIT. A transaction is its DATA reply: one 250 there is one message accepted, whatever number of
+ * recipients it had. The submission server's (submission.ts) apart: each AUTH, MAIL FROM and DATA it
+ * answers.
  */
 import { Metric, MetricBoundaries, MetricLabel } from "effect"
 
@@ -10,9 +13,12 @@ const connections = Metric.counter("mailroom_smtp_connections_total", {
   incremental: true
 })
 const replies = Metric.counter("mailroom_smtp_replies_total", {
-  description: "SMTP replies to connections, RCPT TO and DATA, by reply code",
+  description: "SMTP replies to connections, MAIL FROM (draining), RCPT TO and DATA, by command (phase) and reply code",
   incremental: true
 })
+
+/** The command a reply answers. */
+export type SmtpPhase = "connect" | "mail" | "rcpt" | "data"
 const submissionReplies = Metric.counter("mailroom_submission_replies_total", {
   description: "SMTP submission replies to AUTH, MAIL FROM and DATA, by reply code",
   incremental: true
@@ -37,15 +43,32 @@ const codeLabel = (code: number) => {
   return label
 }
 
+// Made once per phase and code: Effect finds a series by the identity of its label array.
+const phaseCodeLabels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+const phaseCodeLabel = (phase: SmtpPhase, code: number) => {
+  const key = `${phase} ${code}`
+  let label = phaseCodeLabels.get(key)
+  if (label === undefined) {
+    label = [MetricLabel.make("phase", phase), MetricLabel.make("code", String(code))]
+    phaseCodeLabels.set(key, label)
+  }
+  return label
+}
+
 /** Called from smtp-server's callbacks, outside any fiber: the unsafe updates are plain map writes. */
 export const SmtpMetrics = {
-  /** The unlabelled counters, exported from 0 as the SMTP node starts, not from its first connection. */
+  /**
+   * The unlabelled counters, and DATA's 250 and 451 (the runbook's alert on transactions refused for
+   * now), exported from 0 as the SMTP node starts, not from its first connection.
+   */
   fromZero: () => {
     connections.unsafeUpdate(0, [])
     dataBytes.unsafeUpdate(0, [])
+    replies.unsafeUpdate(0, phaseCodeLabel("data", 250))
+    replies.unsafeUpdate(0, phaseCodeLabel("data", 451))
   },
   connection: () => connections.unsafeUpdate(1, []),
-  reply: (code: number) => replies.unsafeUpdate(1, codeLabel(code)),
+  reply: (phase: SmtpPhase, code: number) => replies.unsafeUpdate(1, phaseCodeLabel(phase, code)),
   data: (bytes: number) => dataBytes.unsafeUpdate(bytes, []),
   accepted: (seconds: number) => acceptDuration.unsafeUpdate(seconds, [])
 } as const

@@ -54,7 +54,7 @@ import { limits } from "../../services/plans/plans.ts"
 import { AppConfig, inboundChecksRole } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
 import { listenUntilDrained, readingProxyHeaders, SHUTTING_DOWN, tlsFiles } from "./listen.ts"
-import { SmtpMetrics } from "./metrics.ts"
+import { SmtpMetrics, type SmtpPhase } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
 
 /** How long storing and publishing an accepted message may take before the sender is told to retry. */
@@ -71,9 +71,9 @@ const shuttingDown: SmtpReply = { code: 421, text: SHUTTING_DOWN }
 /** The largest message any plan accepts: what SIZE announces. */
 export const maxMessageBytes = Math.max(...Object.values(limits).map((plan) => plan.maxEmailBytes))
 
-/** Every refusal this node sends goes through here, so that each is counted once by its code. */
-const smtpError = (reply: SmtpReply) => {
-  SmtpMetrics.reply(reply.code)
+/** Every refusal this node sends goes through here, so that each is counted once by its command and code. */
+const smtpError = (phase: SmtpPhase, reply: SmtpReply) => {
+  SmtpMetrics.reply(phase, reply.code)
   return Object.assign(new Error(reply.text), { responseCode: reply.code })
 }
 
@@ -125,9 +125,9 @@ export const SmtpServerLive = Layer.scopedDiscard(
 
     const onConnect = (session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       SmtpMetrics.connection()
-      if (draining) return callback(smtpError(shuttingDown))
+      if (draining) return callback(smtpError("connect", shuttingDown))
       if (!connections.admit(session)) {
-        return callback(smtpError(new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply))
+        return callback(smtpError("connect", new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply))
       }
       callback()
     }
@@ -150,21 +150,20 @@ export const SmtpServerLive = Layer.scopedDiscard(
 
     /** Draining, a session whose message is done starts no other: 421, and the session ends. */
     const onMailFrom = (_address: SMTPServerAddress, _session: SMTPServerSession, callback: (error?: Error | null) => void) =>
-      callback(draining ? smtpError(shuttingDown) : null)
+      callback(draining ? smtpError("mail", shuttingDown) : null)
 
     const onRcptTo = (address: SMTPServerAddress, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS_PER_MESSAGE) {
-        return callback(smtpError(new TooManyRecipients({ limit: MAX_RECIPIENTS_PER_MESSAGE }).reply))
+        return callback(smtpError("rcpt", new TooManyRecipients({ limit: MAX_RECIPIENTS_PER_MESSAGE }).reply))
       }
       const answer = (exit: Exit.Exit<Recipient, RecipientRefusal>) => {
         if (Exit.isSuccess(exit)) {
           if (!fitsWithOthers(session, exit.value)) {
-            SmtpMetrics.reply(452)
-            return callback(smtpError(new SizeLimitDiffers({ address: address.address }).reply))
+            return callback(smtpError("rcpt", new SizeLimitDiffers({ address: address.address }).reply))
           }
           recipients.set(address, exit.value)
-          SmtpMetrics.reply(250)
+          SmtpMetrics.reply("rcpt", 250)
           return callback()
         }
         const failure = Cause.failureOption(exit.cause)
@@ -172,14 +171,14 @@ export const SmtpServerLive = Layer.scopedDiscard(
           const unknown = (unknownRecipients.get(session) ?? 0) + 1
           unknownRecipients.set(session, unknown)
           if (unknown >= MAX_UNKNOWN_RECIPIENTS_PER_SESSION) {
-            return callback(smtpError(new TooManyUnknownRecipients({ limit: MAX_UNKNOWN_RECIPIENTS_PER_SESSION }).reply))
+            return callback(smtpError("rcpt", new TooManyUnknownRecipients({ limit: MAX_UNKNOWN_RECIPIENTS_PER_SESSION }).reply))
           }
         }
         const reply = replyFor(exit.cause)
         // An unreachable database or bus is counted towards its outage (logged once); anything else is logged.
         if (reply.code === 451) void run(health.report("RCPT answered 451", exit.cause))
         else void run(Effect.logDebug(`RCPT TO refused ${reply.code}`).pipe(Effect.annotateLogs({ session: session.id })))
-        callback(smtpError(reply))
+        callback(smtpError("rcpt", reply))
       }
       // The recipients accepted so far: the message is an email for each, so they count with this one.
       const accepted = session.envelope.rcptTo.flatMap((r) => {
@@ -227,7 +226,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
         if (!settle()) return
         const code = error === null ? 250 : (error as Error & { responseCode?: number }).responseCode ?? 451
         if (error === null) {
-          SmtpMetrics.reply(250)
+          SmtpMetrics.reply("data", 250)
           StageActivity.handled("accept")
           if (ended !== undefined) SmtpMetrics.accepted((performance.now() - ended) / 1000)
         }
@@ -250,19 +249,19 @@ export const SmtpServerLive = Layer.scopedDiscard(
           return callback(error)
         }
         void run(Effect.logWarning("SMTP data stream failed", error))
-        answer(smtpError(temporaryFailure.reply))
+        answer(smtpError("data", temporaryFailure.reply))
       })
       stream.once("end", () => {
         ended = performance.now()
         SmtpMetrics.data(bytes)
         // smtp-server only flags a message over the announced SIZE (it answers 250 to whatever we
         // say unless told otherwise), so every oversized message is refused here, by our own count.
-        if (stream.sizeExceeded || bytes > limit) return answer(smtpError(new MessageTooBig({ limit }).reply))
+        if (stream.sizeExceeded || bytes > limit) return answer(smtpError("data", new MessageTooBig({ limit }).reply))
         // Every recipient smtp-server kept was accepted at RCPT; a message with none would be
         // answered 250 with nothing stored, so it never is.
         if (accepted.length === 0 || accepted.length !== session.envelope.rcptTo.length) {
           void run(Effect.logWarning("DATA answered 451: a recipient of the message was never accepted"))
-          return answer(smtpError(temporaryFailure.reply))
+          return answer(smtpError("data", temporaryFailure.reply))
         }
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
@@ -312,7 +311,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
         const deadline = setTimeout(() => {
           void run(Effect.logWarning("DATA answered 451: storing and publishing the message took too long"))
-          answer(smtpError(temporaryFailure.reply))
+          answer(smtpError("data", temporaryFailure.reply))
           accepting.unsafeInterruptAsFork(accepting.id())
         }, DATA_TIMEOUT_MS)
         accepting.addObserver((done) => {
@@ -324,7 +323,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
           }
           const reply = replyFor(exit.cause)
           if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
-          answer(smtpError(reply), undefined, [], logged)
+          answer(smtpError("data", reply), undefined, [], logged)
         })
       })
     }

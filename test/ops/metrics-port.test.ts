@@ -77,8 +77,14 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
 
     const smtpAfter = await scrape(smtpMetrics)
     expect(smtpAfter.value("mailroom_smtp_connections_total") - smtpBefore.value("mailroom_smtp_connections_total")).toBe(1)
-    expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "250" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "250" })).toBe(2)
-    expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "550" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
+    // Each reply under the command it answered: the transaction is its one DATA 250, whatever its recipients.
+    const answered = (phase: string, code: string) =>
+      smtpAfter.value("mailroom_smtp_replies_total", { phase, code }) - smtpBefore.value("mailroom_smtp_replies_total", { phase, code })
+    expect(answered("rcpt", "250")).toBe(1)
+    expect(answered("rcpt", "550")).toBe(1)
+    expect(answered("data", "250")).toBe(1)
+    // The runbook's alert on DATA's 451 has its series before the first one.
+    expect(smtpBefore.exported("mailroom_smtp_replies_total", { phase: "data", code: "451" })).toBe(true)
     expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
     // Only its own roles, and what every process has (the pipeline's stages and the sent mail waiting
     // that it samples, its database pool, the process's own figures): no consumer, no HTTP.

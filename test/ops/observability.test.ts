@@ -111,8 +111,10 @@ describe("an operator's view of one session", () => {
     const deltaCount = (name: string, labels?: Record<string, string>) => after.count(name, labels) - before.count(name, labels)
 
     expect(delta("mailroom_smtp_connections_total")).toBe(1)
-    expect(delta("mailroom_smtp_replies_total", { code: "250" })).toBe(2) // the RCPT and the DATA
-    expect(delta("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
+    // Each reply under the command it answered: one transaction is one DATA 250, whatever its recipients.
+    expect(delta("mailroom_smtp_replies_total", { phase: "rcpt", code: "250" })).toBe(1)
+    expect(delta("mailroom_smtp_replies_total", { phase: "rcpt", code: "550" })).toBe(1)
+    expect(delta("mailroom_smtp_replies_total", { phase: "data", code: "250" })).toBe(1)
     // DATA bytes as they came off the wire: the message, with the dot-stuffing and final dot removed.
     expect(delta("mailroom_smtp_data_bytes_total")).toBe(messageBytes)
     expect(deltaCount("mailroom_smtp_accept_duration_seconds")).toBe(1)
