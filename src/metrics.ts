@@ -12,12 +12,17 @@
  * Served on the API port when the process runs the api role; a process without it serves the same
  * on `METRICS_PORT` (when set), on the API's host, with `/healthz` and `/readyz` beside it, so that
  * every node has probes.
+ *
+ * `mailroom_node_info{node,roles} 1` says which process answered: its `node` (host:pid) and its roles,
+ * as the JSON logs' `node` and `role` name them, so a scrape and a log line are matched, and a query
+ * can join a target's series on its roles (`* on (instance) group_left (roles) mailroom_node_info`).
  */
 import { createServer, type Server, type ServerResponse } from "node:http"
-import { Cause, Effect, Exit, Layer, Metric, MetricKeyType, MetricState, Option, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Metric, MetricKeyType, MetricLabel, MetricState, Option, Runtime } from "effect"
 import { isApiError } from "../services/errors.ts"
 import { makeReadiness } from "../services/health/readiness.ts"
 import type { AppConfigShape } from "./config.ts"
+import { nodeId } from "./logging.ts"
 import { recordEventLoopBusy, runtimeExposition } from "./runtime-metrics.ts"
 import { listenFailure } from "./listen-failure.ts"
 
@@ -93,12 +98,24 @@ export const exposition = (): string => {
   return text + runtimeExposition()
 }
 
+const nodeInfo = Metric.gauge("mailroom_node_info", {
+  description: "The process that answers: its node (host:pid) and roles, as its log lines name them; always 1"
+})
+
+/** Every process's `mailroom_node_info`, set as it starts. */
+const nodeInfoLayer = (config: AppConfigShape) =>
+  Layer.effectDiscard(Effect.sync(() =>
+    nodeInfo.unsafeUpdate(1, [MetricLabel.make("node", nodeId), MetricLabel.make("roles", config.roles.join(","))])
+  ))
+
 /**
- * For a process without the api role: `/metrics` on its own port (`METRICS_PORT`), and the API's
- * `/healthz` and `/readyz`, answered alike. A process with the api role serves them on the API port
- * instead (src/http/server.ts).
+ * Every process's node info; and for a process without the api role, `/metrics` on its own port
+ * (`METRICS_PORT`), and the API's `/healthz` and `/readyz`, answered alike. A process with the api
+ * role serves them on the API port instead (src/http/server.ts).
  */
-export const metricsServerLayer = (config: AppConfigShape) =>
+export const metricsServerLayer = (config: AppConfigShape) => Layer.merge(nodeInfoLayer(config), metricsPortLayer(config))
+
+const metricsPortLayer = (config: AppConfigShape) =>
   config.roles.includes("api") || config.metricsPort._tag === "None"
     ? Layer.empty
     : Layer.scopedDiscard(Effect.gen(function*() {

@@ -5,6 +5,7 @@
  * processes need PostgreSQL and NATS, so this suite runs in the services mode only (the all-roles
  * process is covered by observability.test.ts in both modes).
  */
+import * as os from "node:os"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
@@ -88,8 +89,11 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
     // Only its own roles, and what every process has (the pipeline's stages and the sent mail waiting
     // that it samples, its database pool, the process's own figures): no consumer, no HTTP.
-    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^(mailroom_(smtp|stage|db_pool|event_loop|outbound_waiting|outbound_oldest)_?|process_|nodejs_)/.test(name)))
+    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^(mailroom_(smtp|stage|db_pool|event_loop|outbound_waiting|outbound_oldest|node_info)_?|process_|nodejs_)/.test(name)))
       .toEqual([])
+    // Each node says which process and roles answered, as its log lines name them (host:pid).
+    const nodeInfo = (scrape: typeof smtpAfter) => scrape.families.find((family) => family.name === "mailroom_node_info")?.metrics
+    expect(nodeInfo(smtpAfter)).toEqual([{ labels: { node: `${os.hostname()}:${smtp.process.pid}`, roles: "smtp" }, value: "1" }])
     expect(smtpAfter.value("process_cpu_seconds_total")).toBeGreaterThan(0)
     expect(smtpAfter.value("mailroom_stage_handled_total", { stage: "accept" }) - smtpBefore.value("mailroom_stage_handled_total", { stage: "accept" })).toBe(1)
 
@@ -103,6 +107,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     // Indexed into this deployment's own collection, under QDRANT_PREFIX.
     expect([...qdrant.collections.keys()]).toEqual([expect.stringMatching(/^node_emails_/)])
     expect(workerAfter.families.some((family) => family.name.startsWith("mailroom_smtp_") || family.name.startsWith("mailroom_http_"))).toBe(false)
+    expect(nodeInfo(workerAfter)).toEqual([{ labels: { node: `${os.hostname()}:${worker.process.pid}`, roles: "worker,indexer" }, value: "1" }])
 
     const other = await fetch(smtpMetrics.replace("/metrics", "/api-keys"))
     expect(other.status).toBe(404)
