@@ -14,6 +14,14 @@ import { Option, Schema, SchemaAST } from "effect"
 export const Details = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export type Details = typeof Details.Type
 
+/**
+ * An error's `details`: the keys its description names, typed (so the contract, and the clients
+ * made from it, type them), and any other key as before, so that no detail an answer carries is
+ * refused. A key is required only where every construction of the error sets it; the types must
+ * be what those constructions put, since the envelope encodes every answer with them.
+ */
+const detailsWith = <Known extends Schema.Struct.Fields>(known: Known) => Schema.Struct(known, Details)
+
 /** How an error goes on the wire: SPEC's HTTP status and `error.code`, and when it is answered. */
 export interface Wire<Status extends number = number, Code extends string = string> {
   readonly status: Status
@@ -38,19 +46,25 @@ const failureWith = <
   const Tag extends string,
   const Status extends number,
   const Code extends string,
-  Extra extends Schema.Struct.Fields
->(tag: Tag, wire: Wire<Status, Code>, extra: Extra) => {
+  Extra extends Schema.Struct.Fields,
+  Known extends Schema.Struct.Fields = {}
+>(tag: Tag, wire: Wire<Status, Code> & { readonly details?: Known }, extra: Extra) => {
   tags.add(tag)
+  const { details: named, ...said } = wire
+  // No details named: `Known` is then its default, no keys.
+  const known = named ?? ({} as Known)
   return [
     tag,
-    { status: always(wire.status), code: always(wire.code), message: Schema.String, details: Schema.optional(Details), ...extra },
-    { description: wire.description, [WireAnnotationId]: wire }
+    { status: always(wire.status), code: always(wire.code), message: Schema.String, details: Schema.optional(detailsWith(known)), ...extra },
+    { description: wire.description, [WireAnnotationId]: said }
   ] as const
 }
 
 /** `failureWith` and no extra fields: what most errors are. */
-const failure = <const Tag extends string, const Status extends number, const Code extends string>(tag: Tag, wire: Wire<Status, Code>) =>
-  failureWith(tag, wire, {})
+const failure = <const Tag extends string, const Status extends number, const Code extends string, Known extends Schema.Struct.Fields = {}>(
+  tag: Tag,
+  wire: Wire<Status, Code> & { readonly details?: Known }
+) => failureWith(tag, wire, {})
 
 /** The wire of an error class, as `failure` recorded it. */
 export const wireOf = <E extends { readonly status: number; readonly code: string }>(
@@ -149,7 +163,8 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()(
   ...failureWith("RateLimited", {
     status: 429,
     code: "RATE_LIMIT_EXCEEDED",
-    description: "RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds"
+    description: "RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds",
+    details: { limit: Schema.Number, window: Schema.String, retry_after: Schema.Number }
   }, { retryAfter: Schema.Number, resetAt: Schema.optional(Schema.Number) })
 ) {
   /** `resetAt`: when the refusing window ends (Unix seconds), for the 429's X-RateLimit-Reset. */
@@ -186,7 +201,8 @@ export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()
   ...failureWith("ServiceUnavailable", {
     status: 503,
     code: "SERVICE_UNAVAILABLE",
-    description: "SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait"
+    description: "SERVICE_UNAVAILABLE: a dependency is unreachable for now; details.retry_after and the Retry-After header carry the seconds to wait",
+    details: { retry_after: Schema.Number }
   }, { retryAfter: Schema.Number })
 ) {
   static of(message = "The service is temporarily unavailable, retry shortly", retryAfter = 5) {
@@ -202,7 +218,8 @@ export class MissingFields extends Schema.TaggedError<MissingFields>()(
   ...failure("MissingFields", {
     status: 400,
     code: "MISSING_FIELDS",
-    description: "MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields"
+    description: "MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields",
+    details: { missing_fields: Schema.Array(Schema.String) }
   })
 ) {}
 
@@ -211,7 +228,8 @@ export class LocalTooShort extends Schema.TaggedError<LocalTooShort>()(
   ...failure("LocalTooShort", {
     status: 422,
     code: "LOCAL_TOO_SHORT",
-    description: "LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length"
+    description: "LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length",
+    details: { min_length: Schema.Number, actual_length: Schema.Number }
   })
 ) {}
 
@@ -220,7 +238,8 @@ export class InvalidLocal extends Schema.TaggedError<InvalidLocal>()(
   ...failure("InvalidLocal", {
     status: 422,
     code: "INVALID_LOCAL",
-    description: "INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part"
+    description: "INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part",
+    details: { local_part: Schema.String }
   })
 ) {}
 
@@ -229,7 +248,8 @@ export class DisallowedLocal extends Schema.TaggedError<DisallowedLocal>()(
   ...failure("DisallowedLocal", {
     status: 422,
     code: "DISALLOWED_LOCAL",
-    description: "DISALLOWED_LOCAL: the local part is a reserved name; details.local_part"
+    description: "DISALLOWED_LOCAL: the local part is a reserved name; details.local_part",
+    details: { local_part: Schema.String }
   })
 ) {}
 
@@ -238,7 +258,8 @@ export class DomainMismatch extends Schema.TaggedError<DomainMismatch>()(
   ...failure("DomainMismatch", {
     status: 422,
     code: "DOMAIN_MISMATCH",
-    description: "DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request"
+    description: "DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request",
+    details: { domain_expected: Schema.String, domain_in_request: Schema.String }
   })
 ) {}
 
@@ -247,7 +268,8 @@ export class DomainNotAllowed extends Schema.TaggedError<DomainNotAllowed>()(
   ...failure("DomainNotAllowed", {
     status: 422,
     code: "DOMAIN_NOT_ALLOWED",
-    description: "DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan"
+    description: "DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan",
+    details: { domain: Schema.String, plan: Schema.String }
   })
 ) {}
 
@@ -256,7 +278,8 @@ export class EmailTaken extends Schema.TaggedError<EmailTaken>()(
   ...failure("EmailTaken", {
     status: 409,
     code: "EMAIL_TAKEN",
-    description: "EMAIL_TAKEN: the full address already exists; details.email_address"
+    description: "EMAIL_TAKEN: the full address already exists; details.email_address",
+    details: { email_address: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -268,7 +291,8 @@ export class MailboxQuotaReached extends Schema.TaggedError<MailboxQuotaReached>
   ...failure("MailboxQuotaReached", {
     status: 403,
     code: "MAILBOX_QUOTA",
-    description: "MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan"
+    description: "MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan",
+    details: { count: Schema.Number, limit: Schema.Number, plan: Schema.String }
   })
 ) {}
 

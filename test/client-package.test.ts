@@ -60,6 +60,10 @@ const refused = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: "
 void (() => mailroom.POST("/v1/api/mailboxes", { body: { local_part: 42, domain: "agents.localhost" } }))
 // @ts-expect-error no such route
 void (() => mailroom.GET("/v1/no-such-route"))
+// An error's details are typed as its code names them: LOCAL_TOO_SHORT's min_length is a number.
+const minLength: number | undefined = refused.error && "error" in refused.error && refused.error.error.code === "LOCAL_TOO_SHORT"
+  ? refused.error.error.details?.min_length
+  : undefined
 
 const listed = await Effect.runPromise(
   Effect.gen(function*() {
@@ -80,7 +84,7 @@ const listed = await Effect.runPromise(
 
 console.log(JSON.stringify({
   created: created.data.mailbox.email_address,
-  refused: { status: refused.response.status, code: refused.error && "error" in refused.error ? refused.error.error.code : null },
+  refused: { status: refused.response.status, code: refused.error && "error" in refused.error ? refused.error.error.code : null, minLength },
   listed,
   verified: verifyWebhook({ secret: signed.secret, body: signed.body, headers: signed.headers }),
   tampered: verifyWebhook({ secret: signed.secret, body: signed.body + " ", headers: signed.headers })
@@ -162,7 +166,7 @@ describe.skipIf(mode !== "postgres")("the client package", () => {
     expect(output.listed.limited.retryAfter).toBeGreaterThan(0)
     expect(output).toEqual({
       created: expect.stringMatching(/^packed[a-z0-9]+@agents\.localhost$/),
-      refused: { status: 422, code: "LOCAL_TOO_SHORT" },
+      refused: { status: 422, code: "LOCAL_TOO_SHORT", minLength: 5 },
       listed: { addresses: [output.created], missing: "NotFound", limited: { tag: "RateLimited", retryAfter: expect.any(Number) } },
       verified: true,
       tampered: false

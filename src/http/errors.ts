@@ -30,18 +30,21 @@ import { causeChain, DependencyHealth, isConnectionFailure, isTransientConflict 
 import { isBodyTooLarge, MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
 import { fieldDetails, summaryOf } from "./issues.ts"
 
-const errorBody = <Code extends string>(code: Code) =>
+/** The body of an error answered as `code`, its `details` as its class declares them (the keys it names typed, any other allowed). */
+const errorBody = <Code extends string, D, I>(code: Code, details: Schema.Schema<D, I>) =>
   Schema.Struct({
     success: Schema.Literal(false),
     error: Schema.Struct({
       code: Schema.Literal(code),
       message: Schema.String,
-      details: Schema.optional(Details)
+      details: Schema.optional(details)
     })
   })
 
 type ErrorClass<E extends ApiError> = Schema.Schema<E, any> & {
-  new(props: { message: string; details?: Details; retryAfter: number }): E
+  new(props: { message: string; details?: E["details"]; retryAfter: number }): E
+  /** The class's own fields (`failure` declares `details` on each): the envelope's details are the class's. */
+  readonly fields: { readonly details: { readonly from: Schema.Schema<NonNullable<E["details"]>, any> } }
 }
 
 /** `details` is left out when there are none, as SPEC's envelope says. */
@@ -64,7 +67,7 @@ const retryAfterOf = (details: Details | undefined): number => {
 
 const makeEnvelope = <E extends ApiError>(cls: ErrorClass<E>) => {
   const wire = wireOf(cls)
-  return Schema.transform(errorBody(wire.code), Schema.typeSchema(cls), {
+  return Schema.transform(errorBody(wire.code, cls.fields.details.from), Schema.typeSchema(cls), {
     strict: true,
     // What a client decodes: a refusal's `retryAfter` is its body's `details.retry_after`.
     decode: (answer) =>

@@ -2,10 +2,22 @@
  * The error envelope as a client decodes it (the contract's schemas, which the Effect client uses): a
  * refusal that asks the client to wait says how long in its body, and the decoded error carries it.
  */
-import { Schema } from "effect"
+import { Either, Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { NotFound, RateLimited, ServiceUnavailable } from "../../services/errors.ts"
-import { envelope, errorResponse } from "../../src/http/errors.ts"
+import {
+  type ApiError,
+  DisallowedLocal,
+  DomainMismatch,
+  EmailTaken,
+  InvalidLocal,
+  LocalTooShort,
+  MissingFields,
+  NotFound,
+  RateLimited,
+  ServiceUnavailable
+} from "../../services/errors.ts"
+import { type AddressRequest, parseAddress, type RuleFailure } from "../../services/mailboxes/rules.ts"
+import { conflictedRetry, envelope, errorResponse } from "../../src/http/errors.ts"
 
 /** What the server writes for `error`, as JSON. */
 const wireOf = async (error: RateLimited | ServiceUnavailable | NotFound) => {
@@ -41,9 +53,53 @@ describe("error envelopes decoded", () => {
       error: { code: "RATE_LIMIT_EXCEEDED", message: "slow down", ...(details === undefined ? {} : { details }) }
     })
     expect(Schema.decodeUnknownSync(envelope(RateLimited))(body()).retryAfter).toBe(0)
-    expect(Schema.decodeUnknownSync(envelope(RateLimited))(body({ retry_after: "soon" })).retryAfter).toBe(0)
-    expect(Schema.decodeUnknownSync(envelope(RateLimited))(body({ retry_after: -3 })).retryAfter).toBe(0)
+    expect(Schema.decodeUnknownSync(envelope(RateLimited))(body({ limit: 20, window: "minute", retry_after: -3 })).retryAfter).toBe(0)
+    // The contract types a 429's details: a wait that is not a number is no answer of ours.
+    expect(() => Schema.decodeUnknownSync(envelope(RateLimited))(body({ limit: 20, window: "minute", retry_after: "soon" }))).toThrow(/retry_after/)
     const missing = Schema.decodeUnknownSync(envelope(NotFound))({ success: false, error: { code: "NOT_FOUND", message: "No such email" } })
     expect(missing.details).toBeUndefined()
+  })
+})
+
+/**
+ * Each error's details as its real constructions put them: the envelope (whose schema types the
+ * keys each error names) must encode them, or the answer would be a 500, and a client must decode
+ * them back whole, keys the class does not name included.
+ */
+describe("error details as the contract types them", () => {
+  const roundTrip = <E extends ApiError>(cls: Parameters<typeof envelope<E>>[0], error: E) => {
+    const wire = Schema.encodeSync(envelope(cls))(error)
+    expect(wire).toEqual(JSON.parse(JSON.stringify(wire)))
+    const back = Schema.decodeUnknownSync(envelope(cls))(wire)
+    expect(back.details).toEqual(error.details)
+    return wire
+  }
+  /** The refusal `parseAddress` answers `request` with, which must be a `cls`. */
+  const refusal = <E extends RuleFailure>(cls: abstract new(...args: never) => E, request: AddressRequest): E => {
+    const failure = Either.match(parseAddress(request, ["admin"]), { onLeft: (failure) => failure, onRight: () => undefined })
+    if (!(failure instanceof cls)) throw new Error(`${JSON.stringify(request)}: ${failure?._tag ?? "allowed"}, not ${cls.name}`)
+    return failure
+  }
+
+  it("rate limits and outages", () => {
+    roundTrip(RateLimited, RateLimited.of({ limit: 20, window: "minute", retryAfter: 14, resetAt: 1_700_000_000 }))
+    roundTrip(ServiceUnavailable, ServiceUnavailable.of())
+    roundTrip(ServiceUnavailable, conflictedRetry())
+  })
+
+  it("the mailbox address rules", () => {
+    roundTrip(MissingFields, refusal(MissingFields, { local_part: "someone" }))
+    const short = roundTrip(LocalTooShort, refusal(LocalTooShort, { local_part: "ab", domain: "example.com" }))
+    expect(short.error.details).toEqual({ min_length: 5, actual_length: 2 })
+    roundTrip(InvalidLocal, refusal(InvalidLocal, { local_part: "bad..name", domain: "example.com" }))
+    roundTrip(DisallowedLocal, refusal(DisallowedLocal, { local_part: "admin", domain: "example.com" }))
+    roundTrip(DomainMismatch, refusal(DomainMismatch, { email_address: "someone@other.example", domain: "example.com" }))
+  })
+
+  it("keys a class does not name ride along, and no details stay absent", () => {
+    const taken = roundTrip(EmailTaken, new EmailTaken({ message: "taken", details: { email_address: "a@b.example", note: { any: ["thing"] } } }))
+    expect(taken.error.details).toEqual({ email_address: "a@b.example", note: { any: ["thing"] } })
+    const bare = roundTrip(EmailTaken, new EmailTaken({ message: "A target address was taken during the migration" }))
+    expect("details" in bare.error).toBe(false)
   })
 })

@@ -4122,6 +4122,8 @@ export interface components {
                 /** @enum {string} */
                 code: "DISALLOWED_LOCAL";
                 details?: {
+                    local_part: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4197,6 +4199,9 @@ export interface components {
                 /** @enum {string} */
                 code: "DOMAIN_MISMATCH";
                 details?: {
+                    domain_expected: string;
+                    domain_in_request: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4210,6 +4215,9 @@ export interface components {
                 /** @enum {string} */
                 code: "DOMAIN_NOT_ALLOWED";
                 details?: {
+                    domain: string;
+                    plan: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4593,6 +4601,8 @@ export interface components {
                 /** @enum {string} */
                 code: "EMAIL_TAKEN";
                 details?: {
+                    email_address?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4879,6 +4889,8 @@ export interface components {
                 /** @enum {string} */
                 code: "INVALID_LOCAL";
                 details?: {
+                    local_part: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5037,6 +5049,9 @@ export interface components {
                 /** @enum {string} */
                 code: "LOCAL_TOO_SHORT";
                 details?: {
+                    actual_length: number;
+                    min_length: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5120,6 +5135,10 @@ export interface components {
                 /** @enum {string} */
                 code: "MAILBOX_QUOTA";
                 details?: {
+                    count: number;
+                    limit: number;
+                    plan: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5293,6 +5312,8 @@ export interface components {
                 /** @enum {string} */
                 code: "MISSING_FIELDS";
                 details?: {
+                    missing_fields: string[];
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5383,6 +5404,10 @@ export interface components {
                 /** @enum {string} */
                 code: "RATE_LIMIT_EXCEEDED";
                 details?: {
+                    limit: number;
+                    retry_after: number;
+                    window: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5756,6 +5781,8 @@ export interface components {
                 /** @enum {string} */
                 code: "SERVICE_UNAVAILABLE";
                 details?: {
+                    retry_after: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
