@@ -145,7 +145,8 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
   ...failure("PayloadTooLarge", {
     status: 413,
     code: "PAYLOAD_TOO_LARGE",
-    description: "PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes"
+    description: "PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch)",
+    details: { max_bytes: Schema.optional(Schema.Number), size: Schema.optional(Schema.Number), limit: Schema.optional(Schema.Number), index: Schema.optional(Schema.Number) }
   })
 ) {}
 
@@ -154,7 +155,8 @@ export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaTyp
   ...failure("UnsupportedMediaType", {
     status: 415,
     code: "UNSUPPORTED_MEDIA_TYPE",
-    description: "UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send"
+    description: "UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type)",
+    details: { accepted: Schema.String, charset: Schema.String, received: Schema.NullOr(Schema.String) }
   })
 ) {}
 
@@ -301,7 +303,8 @@ export class DomainQuotaReached extends Schema.TaggedError<DomainQuotaReached>()
   ...failure("DomainQuotaReached", {
     status: 403,
     code: "DOMAIN_QUOTA",
-    description: "DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan"
+    description: "DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan",
+    details: { count: Schema.Number, limit: Schema.Number, plan: Schema.String }
   })
 ) {}
 
@@ -310,7 +313,8 @@ export class WebhookQuotaReached extends Schema.TaggedError<WebhookQuotaReached>
   ...failure("WebhookQuotaReached", {
     status: 403,
     code: "WEBHOOK_QUOTA",
-    description: "WEBHOOK_QUOTA: the plan's webhook endpoint count is reached; details: count, limit, plan"
+    description: "WEBHOOK_QUOTA: the plan's webhook endpoint count is reached; details: count, limit, plan",
+    details: { count: Schema.Number, limit: Schema.Number, plan: Schema.String }
   })
 ) {}
 
@@ -319,7 +323,8 @@ export class SearchQuotaReached extends Schema.TaggedError<SearchQuotaReached>()
   ...failure("SearchQuotaReached", {
     status: 403,
     code: "SEARCH_QUOTA",
-    description: "SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end"
+    description: "SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end",
+    details: { used: Schema.NullOr(Schema.Number), limit: Schema.NullOr(Schema.Number), plan: Schema.String, period_end: Schema.String }
   })
 ) {}
 
@@ -331,7 +336,8 @@ export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()
   ...failure("VerificationFailed", {
     status: 400,
     code: "VERIFICATION_FAILED",
-    description: "VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions"
+    description: "VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions",
+    details: { expected_txt_record: Schema.String, instructions: Schema.String }
   })
 ) {}
 
@@ -340,7 +346,8 @@ export class DomainHasMailboxes extends Schema.TaggedError<DomainHasMailboxes>()
   ...failure("DomainHasMailboxes", {
     status: 409,
     code: "DOMAIN_HAS_MAILBOXES",
-    description: "DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name"
+    description: "DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name",
+    details: { mailbox_count: Schema.Number, domain_name: Schema.String }
   })
 ) {}
 
@@ -361,7 +368,8 @@ export class FactLabel extends Schema.TaggedError<FactLabel>()(
   ...failure("FactLabel", {
     status: 400,
     code: "LABEL_READ_ONLY",
-    description: "LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels"
+    description: "LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels",
+    details: { labels: Schema.optional(Schema.Array(Schema.String)) }
   })
 ) {}
 
@@ -370,7 +378,8 @@ export class SenderListFull extends Schema.TaggedError<SenderListFull>()(
   ...failure("SenderListFull", {
     status: 403,
     code: "SENDER_LIST_FULL",
-    description: "SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id"
+    description: "SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id",
+    details: { list: Schema.optional(Schema.String), limit: Schema.optional(Schema.Number), mailbox_id: Schema.optional(Schema.NullOr(Schema.String)) }
   })
 ) {}
 
@@ -379,7 +388,8 @@ export class ForwardingListFull extends Schema.TaggedError<ForwardingListFull>()
   ...failure("ForwardingListFull", {
     status: 403,
     code: "FORWARDING_LIST_FULL",
-    description: "FORWARDING_LIST_FULL: the mailbox forwards to 5 addresses already; details: limit, mailbox_id"
+    description: "FORWARDING_LIST_FULL: the mailbox forwards to 5 addresses already; details: limit, mailbox_id",
+    details: { limit: Schema.optional(Schema.Number), mailbox_id: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -388,7 +398,8 @@ export class FilterQuotaReached extends Schema.TaggedError<FilterQuotaReached>()
   ...failure("FilterQuotaReached", {
     status: 403,
     code: "FILTER_QUOTA",
-    description: "FILTER_QUOTA: the account has 100 filters already; details: limit"
+    description: "FILTER_QUOTA: the account has 100 filters already; details: limit",
+    details: { limit: Schema.optional(Schema.Number) }
   })
 ) {}
 
@@ -400,7 +411,8 @@ export class SendQuotaReached extends Schema.TaggedError<SendQuotaReached>()(
   ...failure("SendQuotaReached", {
     status: 403,
     code: "SEND_QUOTA",
-    description: "SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan"
+    description: "SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan",
+    details: { window: Schema.Literal("day", "period"), used: Schema.Number, limit: Schema.NullOr(Schema.Number), plan: Schema.String }
   })
 ) {}
 
@@ -410,7 +422,8 @@ export class StorageQuotaReached extends Schema.TaggedError<StorageQuotaReached>
     status: 403,
     code: "STORAGE_QUOTA",
     description:
-      "STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan"
+      "STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan",
+    details: { used: Schema.Number, size: Schema.Number, limit: Schema.NullOr(Schema.Number), plan: Schema.String }
   })
 ) {}
 
@@ -419,7 +432,12 @@ export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>
   ...failure("RecipientSuppressed", {
     status: 422,
     code: "RECIPIENT_SUPPRESSED",
-    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)"
+    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)",
+    details: {
+      addresses: Schema.optional(Schema.Array(Schema.String)),
+      reasons: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+      messages: Schema.optional(Schema.Array(Schema.Number))
+    }
   })
 ) {}
 
@@ -429,7 +447,8 @@ export class UnsubscribeUnavailable extends Schema.TaggedError<UnsubscribeUnavai
     status: 422,
     code: "UNSUBSCRIBE_UNAVAILABLE",
     description:
-      "UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)"
+      "UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)",
+    details: { email_id: Schema.optional(Schema.String), reason: Schema.optional(Schema.String), url: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -440,7 +459,8 @@ export class AttachmentUnreadable extends Schema.TaggedError<AttachmentUnreadabl
     code: "ATTACHMENT_UNREADABLE",
     description:
       "ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML, PDF or Word (reason unsupported_type), or a document that is " +
-      "encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason"
+      "encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason",
+    details: { email_id: Schema.optional(Schema.String), attachment_id: Schema.optional(Schema.NullOr(Schema.String)), content_type: Schema.optional(Schema.NullOr(Schema.String)), reason: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -449,7 +469,8 @@ export class NoInvitation extends Schema.TaggedError<NoInvitation>()(
   ...failure("NoInvitation", {
     status: 404,
     code: "NO_INVITATION",
-    description: "NO_INVITATION: the email exists but carries no calendar invitation (a text/calendar part or an .ics file); details: email_id"
+    description: "NO_INVITATION: the email exists but carries no calendar invitation (a text/calendar part or an .ics file); details: email_id",
+    details: { email_id: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -460,7 +481,8 @@ export class InvitationUnreadable extends Schema.TaggedError<InvitationUnreadabl
     code: "INVITATION_UNREADABLE",
     description:
       "INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start " +
-      "(no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason"
+      "(no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason",
+    details: { email_id: Schema.optional(Schema.String), attachment_id: Schema.optional(Schema.NullOr(Schema.String)), reason: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -472,7 +494,8 @@ export class InvitationNotRespondable extends Schema.TaggedError<InvitationNotRe
     description:
       "INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST " +
       "(not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), " +
-      "or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason"
+      "or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason",
+    details: { email_id: Schema.optional(Schema.String), method: Schema.optional(Schema.NullOr(Schema.String)), reason: Schema.optional(Schema.String), latest_email_id: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -481,7 +504,8 @@ export class UnsubscribeFailed extends Schema.TaggedError<UnsubscribeFailed>()(
   ...failure("UnsubscribeFailed", {
     status: 502,
     code: "UNSUBSCRIBE_FAILED",
-    description: "UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error"
+    description: "UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error",
+    details: { email_id: Schema.optional(Schema.String), url: Schema.optional(Schema.String), status: Schema.optional(Schema.Number), error: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -490,7 +514,8 @@ export class SenderDomainUnverified extends Schema.TaggedError<SenderDomainUnver
   ...failure("SenderDomainUnverified", {
     status: 403,
     code: "DOMAIN_NOT_VERIFIED",
-    description: "DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain"
+    description: "DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain",
+    details: { domain: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -499,7 +524,8 @@ export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReuse
   ...failure("IdempotencyKeyReused", {
     status: 409,
     code: "IDEMPOTENCY_KEY_REUSED",
-    description: "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key"
+    description: "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key",
+    details: { idempotency_key: Schema.optional(Schema.String) }
   })
 ) {}
 
@@ -511,7 +537,8 @@ export class StreamQuotaReached extends Schema.TaggedError<StreamQuotaReached>()
   ...failure("StreamQuotaReached", {
     status: 403,
     code: "STREAM_QUOTA",
-    description: "STREAM_QUOTA: the account already has as many event streams open as its plan allows; details: count, limit, plan"
+    description: "STREAM_QUOTA: the account already has as many event streams open as its plan allows; details: count, limit, plan",
+    details: { count: Schema.Number, limit: Schema.Number, plan: Schema.String }
   })
 ) {}
 

@@ -11,12 +11,17 @@ import {
   EmailTaken,
   InvalidLocal,
   LocalTooShort,
+  MailboxQuotaReached,
   MissingFields,
   NotFound,
+  PayloadTooLarge,
   RateLimited,
-  ServiceUnavailable
+  ServiceUnavailable,
+  StorageQuotaReached
 } from "../../services/errors.ts"
 import { type AddressRequest, parseAddress, type RuleFailure } from "../../services/mailboxes/rules.ts"
+import { storageQuotaReached } from "../../services/outbound/send.ts"
+import { MAX_JSON_BYTES, tooLarge } from "../../src/http/body-limits.ts"
 import { conflictedRetry, envelope, errorResponse } from "../../src/http/errors.ts"
 
 /** What the server writes for `error`, as JSON. */
@@ -94,6 +99,20 @@ describe("error details as the contract types them", () => {
     roundTrip(InvalidLocal, refusal(InvalidLocal, { local_part: "bad..name", domain: "example.com" }))
     roundTrip(DisallowedLocal, refusal(DisallowedLocal, { local_part: "admin", domain: "example.com" }))
     roundTrip(DomainMismatch, refusal(DomainMismatch, { email_address: "someone@other.example", domain: "example.com" }))
+  })
+
+  it("bodies too large, and a send past the plan's storage", () => {
+    const large = roundTrip(PayloadTooLarge, tooLarge(MAX_JSON_BYTES))
+    expect(large.error.details).toEqual({ max_bytes: MAX_JSON_BYTES })
+    const full = roundTrip(StorageQuotaReached, storageQuotaReached("free", 1_000, 2_000, "draft"))
+    expect(full.error.details).toMatchObject({ used: 1_000, size: 2_000, plan: "free" })
+  })
+
+  it("a declared key of another type than a construction puts is refused when the error is made, not when it is answered", () => {
+    // What typing details guards against: a 403 that would become a 500. The type checker refuses
+    // such a construction; one that gets past it (a cast) fails where it is made.
+    const wrong: { count: number; limit: number; plan: string } = JSON.parse(`{"count":1,"limit":"1","plan":"free"}`)
+    expect(() => new MailboxQuotaReached({ message: "full", details: wrong })).toThrow(/limit/)
   })
 
   it("keys a class does not name ride along, and no details stay absent", () => {

@@ -3828,6 +3828,11 @@ export interface components {
                 /** @enum {string} */
                 code: "ATTACHMENT_UNREADABLE";
                 details?: {
+                    attachment_id?: string | null;
+                    content_type?: string | null;
+                    email_id?: string;
+                    reason?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4186,6 +4191,9 @@ export interface components {
                 /** @enum {string} */
                 code: "DOMAIN_HAS_MAILBOXES";
                 details?: {
+                    domain_name: string;
+                    mailbox_count: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4231,6 +4239,10 @@ export interface components {
                 /** @enum {string} */
                 code: "DOMAIN_QUOTA";
                 details?: {
+                    count: number;
+                    limit: number;
+                    plan: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4654,6 +4666,8 @@ export interface components {
                 /** @enum {string} */
                 code: "LABEL_READ_ONLY";
                 details?: {
+                    labels?: string[];
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4758,6 +4772,8 @@ export interface components {
                 /** @enum {string} */
                 code: "FILTER_QUOTA";
                 details?: {
+                    limit?: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4823,6 +4839,9 @@ export interface components {
                 /** @enum {string} */
                 code: "FORWARDING_LIST_FULL";
                 details?: {
+                    limit?: number;
+                    mailbox_id?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4861,6 +4880,8 @@ export interface components {
                 /** @enum {string} */
                 code: "IDEMPOTENCY_KEY_REUSED";
                 details?: {
+                    idempotency_key?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -4961,6 +4982,11 @@ export interface components {
                 /** @enum {string} */
                 code: "INVITATION_NOT_RESPONDABLE";
                 details?: {
+                    email_id?: string;
+                    latest_email_id?: string;
+                    method?: string | null;
+                    reason?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5023,6 +5049,10 @@ export interface components {
                 /** @enum {string} */
                 code: "INVITATION_UNREADABLE";
                 details?: {
+                    attachment_id?: string | null;
+                    email_id?: string;
+                    reason?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5332,6 +5362,8 @@ export interface components {
                 /** @enum {string} */
                 code: "NO_INVITATION";
                 details?: {
+                    email_id?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5382,12 +5414,17 @@ export interface components {
         PasswordResetRequested: {
             message: string;
         };
-        /** @description PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+        /** @description PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
         PayloadTooLarge: {
             error: {
                 /** @enum {string} */
                 code: "PAYLOAD_TOO_LARGE";
                 details?: {
+                    index?: number;
+                    limit?: number;
+                    max_bytes?: number;
+                    size?: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5421,6 +5458,12 @@ export interface components {
                 /** @enum {string} */
                 code: "RECIPIENT_SUPPRESSED";
                 details?: {
+                    addresses?: string[];
+                    messages?: number[];
+                    reasons?: {
+                        [key: string]: string;
+                    };
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5646,6 +5689,11 @@ export interface components {
                 /** @enum {string} */
                 code: "SEARCH_QUOTA";
                 details?: {
+                    limit: number | null;
+                    period_end: string;
+                    plan: string;
+                    used: number | null;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5696,6 +5744,8 @@ export interface components {
                 /** @enum {string} */
                 code: "DOMAIN_NOT_VERIFIED";
                 details?: {
+                    domain?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5726,6 +5776,10 @@ export interface components {
                 /** @enum {string} */
                 code: "SENDER_LIST_FULL";
                 details?: {
+                    limit?: number;
+                    list?: string;
+                    mailbox_id?: string | null;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5768,6 +5822,12 @@ export interface components {
                 /** @enum {string} */
                 code: "SEND_QUOTA";
                 details?: {
+                    limit: number | null;
+                    plan: string;
+                    used: number;
+                    /** @enum {string} */
+                    window: "day" | "period";
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5829,6 +5889,11 @@ export interface components {
                 /** @enum {string} */
                 code: "STORAGE_QUOTA";
                 details?: {
+                    limit: number | null;
+                    plan: string;
+                    size: number;
+                    used: number;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -5842,6 +5907,10 @@ export interface components {
                 /** @enum {string} */
                 code: "STREAM_QUOTA";
                 details?: {
+                    count: number;
+                    limit: number;
+                    plan: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6007,6 +6076,11 @@ export interface components {
                 /** @enum {string} */
                 code: "UNSUBSCRIBE_FAILED";
                 details?: {
+                    email_id?: string;
+                    error?: string;
+                    status?: number;
+                    url?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6034,6 +6108,10 @@ export interface components {
                 /** @enum {string} */
                 code: "UNSUBSCRIBE_UNAVAILABLE";
                 details?: {
+                    email_id?: string;
+                    reason?: string;
+                    url?: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6041,12 +6119,16 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+        /** @description UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
         UnsupportedMediaType: {
             error: {
                 /** @enum {string} */
                 code: "UNSUPPORTED_MEDIA_TYPE";
                 details?: {
+                    accepted: string;
+                    charset: string;
+                    received: string | null;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6152,6 +6234,9 @@ export interface components {
                 /** @enum {string} */
                 code: "VERIFICATION_FAILED";
                 details?: {
+                    expected_txt_record: string;
+                    instructions: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6209,6 +6294,10 @@ export interface components {
                 /** @enum {string} */
                 code: "WEBHOOK_QUOTA";
                 details?: {
+                    count: number;
+                    limit: number;
+                    plan: string;
+                } & {
                     [key: string]: unknown;
                 };
                 message: string;
@@ -6325,7 +6414,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6337,7 +6426,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6460,7 +6549,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6472,7 +6561,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6602,7 +6691,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6614,7 +6703,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6748,7 +6837,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6760,7 +6849,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6880,7 +6969,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -6892,7 +6981,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7014,7 +7103,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7026,7 +7115,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7158,7 +7247,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7170,7 +7259,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7278,7 +7367,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7290,7 +7379,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7398,7 +7487,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7410,7 +7499,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7528,7 +7617,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7540,7 +7629,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7672,7 +7761,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7684,7 +7773,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7780,7 +7869,7 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7792,7 +7881,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7888,7 +7977,7 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -7900,7 +7989,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8008,7 +8097,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8020,7 +8109,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8128,7 +8217,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8140,7 +8229,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8256,7 +8345,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8268,7 +8357,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8398,7 +8487,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8410,7 +8499,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8526,7 +8615,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8538,7 +8627,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8654,7 +8743,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8666,7 +8755,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8798,7 +8887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8810,7 +8899,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8942,7 +9031,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -8954,7 +9043,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9086,7 +9175,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9098,7 +9187,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9230,7 +9319,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9242,7 +9331,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9390,7 +9479,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9402,7 +9491,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9549,7 +9638,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9561,7 +9650,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9684,7 +9773,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9696,7 +9785,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9824,7 +9913,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9836,7 +9925,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9964,7 +10053,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -9976,7 +10065,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10100,7 +10189,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10112,7 +10201,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10247,7 +10336,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10259,7 +10348,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10389,7 +10478,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10401,7 +10490,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10543,7 +10632,7 @@ export interface operations {
                     "application/json": components["schemas"]["DomainHasMailboxes"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10555,7 +10644,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10689,7 +10778,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10701,7 +10790,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10850,7 +10939,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"] | components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -10862,7 +10951,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11017,7 +11106,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11029,7 +11118,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11155,7 +11244,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11167,7 +11256,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11325,7 +11414,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11337,7 +11426,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11467,7 +11556,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11479,7 +11568,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11621,7 +11710,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11633,7 +11722,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11768,7 +11857,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11780,7 +11869,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11907,7 +11996,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11919,7 +12008,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12050,7 +12139,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12062,7 +12151,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12228,7 +12317,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12240,7 +12329,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12385,7 +12474,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"] | components["schemas"]["NoInvitation"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12397,7 +12486,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12566,7 +12655,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12578,7 +12667,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12720,7 +12809,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12732,7 +12821,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12886,7 +12975,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -12898,7 +12987,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13064,7 +13153,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13076,7 +13165,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13223,7 +13312,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13235,7 +13324,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13406,7 +13495,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13418,7 +13507,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13551,7 +13640,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13563,7 +13652,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13702,7 +13791,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13714,7 +13803,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13852,7 +13941,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -13864,7 +13953,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14000,7 +14089,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14012,7 +14101,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14142,7 +14231,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14154,7 +14243,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14284,7 +14373,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14296,7 +14385,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14431,7 +14520,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14443,7 +14532,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14577,7 +14666,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14589,7 +14678,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14727,7 +14816,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14739,7 +14828,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14877,7 +14966,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -14889,7 +14978,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15042,7 +15131,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15054,7 +15143,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15185,7 +15274,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15197,7 +15286,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15316,7 +15405,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15328,7 +15417,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15464,7 +15553,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15476,7 +15565,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15620,7 +15709,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15632,7 +15721,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15766,7 +15855,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15778,7 +15867,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15925,7 +16014,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -15937,7 +16026,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16085,7 +16174,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16097,7 +16186,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16231,7 +16320,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16243,7 +16332,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16373,7 +16462,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16385,7 +16474,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16533,7 +16622,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16545,7 +16634,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16685,7 +16774,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16697,7 +16786,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16849,7 +16938,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16861,7 +16950,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16992,7 +17081,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17004,7 +17093,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17147,7 +17236,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17159,7 +17248,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17309,7 +17398,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17321,7 +17410,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17469,7 +17558,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17481,7 +17570,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17651,7 +17740,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17663,7 +17752,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17789,7 +17878,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17801,7 +17890,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17931,7 +18020,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -17943,7 +18032,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18096,7 +18185,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18108,7 +18197,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18239,7 +18328,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18251,7 +18340,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18390,7 +18479,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18402,7 +18491,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18556,7 +18645,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18568,7 +18657,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18700,7 +18789,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18712,7 +18801,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18851,7 +18940,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -18863,7 +18952,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19002,7 +19091,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19014,7 +19103,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19166,7 +19255,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19178,7 +19267,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19332,7 +19421,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19344,7 +19433,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19510,7 +19599,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19522,7 +19611,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19684,7 +19773,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19696,7 +19785,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19832,7 +19921,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19844,7 +19933,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19974,7 +20063,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -19986,7 +20075,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20137,7 +20226,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20149,7 +20238,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20308,7 +20397,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20320,7 +20409,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20472,7 +20561,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20484,7 +20573,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20620,7 +20709,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20632,7 +20721,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20751,7 +20840,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20763,7 +20852,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20896,7 +20985,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -20908,7 +20997,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21032,7 +21121,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21044,7 +21133,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21180,7 +21269,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21192,7 +21281,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21322,7 +21411,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21334,7 +21423,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21484,7 +21573,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21496,7 +21585,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21626,7 +21715,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21638,7 +21727,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21780,7 +21869,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21792,7 +21881,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21927,7 +22016,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -21939,7 +22028,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22083,7 +22172,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22095,7 +22184,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22228,7 +22317,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22240,7 +22329,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22364,7 +22453,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22376,7 +22465,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22499,7 +22588,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"] | components["schemas"]["WebhookQuotaReached"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22511,7 +22600,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22641,7 +22730,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22653,7 +22742,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22783,7 +22872,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22795,7 +22884,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22929,7 +23018,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -22941,7 +23030,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23079,7 +23168,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23091,7 +23180,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23234,7 +23323,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23246,7 +23335,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23379,7 +23468,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23391,7 +23480,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23484,7 +23573,7 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -23493,7 +23582,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -23622,7 +23711,7 @@ export interface operations {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -23631,7 +23720,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -23744,7 +23833,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23756,7 +23845,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23891,7 +23980,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -23903,7 +23992,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24033,7 +24122,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24045,7 +24134,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24179,7 +24268,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24191,7 +24280,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24339,7 +24428,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24351,7 +24440,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24487,7 +24576,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24499,7 +24588,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24646,7 +24735,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24658,7 +24747,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24788,7 +24877,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24800,7 +24889,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24942,7 +25031,7 @@ export interface operations {
                     "application/json": components["schemas"]["DomainHasMailboxes"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -24954,7 +25043,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25088,7 +25177,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25100,7 +25189,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25249,7 +25338,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"] | components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25261,7 +25350,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25416,7 +25505,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25428,7 +25517,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25566,7 +25655,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25578,7 +25667,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25736,7 +25825,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25748,7 +25837,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25878,7 +25967,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -25890,7 +25979,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26032,7 +26121,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26044,7 +26133,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26179,7 +26268,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26191,7 +26280,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26318,7 +26407,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26330,7 +26419,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26461,7 +26550,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26473,7 +26562,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26639,7 +26728,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26651,7 +26740,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26796,7 +26885,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"] | components["schemas"]["NoInvitation"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26808,7 +26897,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26977,7 +27066,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26989,7 +27078,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27131,7 +27220,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27143,7 +27232,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27297,7 +27386,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27309,7 +27398,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27475,7 +27564,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27487,7 +27576,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27634,7 +27723,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27646,7 +27735,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27817,7 +27906,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27829,7 +27918,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27962,7 +28051,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -27974,7 +28063,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28112,7 +28201,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28124,7 +28213,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28260,7 +28349,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28272,7 +28361,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28402,7 +28491,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28414,7 +28503,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28544,7 +28633,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28556,7 +28645,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28691,7 +28780,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28703,7 +28792,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28837,7 +28926,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28849,7 +28938,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28987,7 +29076,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -28999,7 +29088,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29137,7 +29226,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29149,7 +29238,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29302,7 +29391,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29314,7 +29403,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29445,7 +29534,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29457,7 +29546,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29588,7 +29677,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29600,7 +29689,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29748,7 +29837,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29760,7 +29849,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29904,7 +29993,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29916,7 +30005,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30050,7 +30139,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30062,7 +30151,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30209,7 +30298,7 @@ export interface operations {
                     "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30221,7 +30310,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30369,7 +30458,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30381,7 +30470,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30515,7 +30604,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30527,7 +30616,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30657,7 +30746,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30669,7 +30758,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30817,7 +30906,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30829,7 +30918,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30969,7 +31058,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -30981,7 +31070,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31133,7 +31222,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31145,7 +31234,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31276,7 +31365,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31288,7 +31377,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31431,7 +31520,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31443,7 +31532,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31593,7 +31682,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31605,7 +31694,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31753,7 +31842,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31765,7 +31854,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31935,7 +32024,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -31947,7 +32036,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32073,7 +32162,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32085,7 +32174,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32215,7 +32304,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32227,7 +32316,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32380,7 +32469,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32392,7 +32481,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32523,7 +32612,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32535,7 +32624,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32674,7 +32763,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32686,7 +32775,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32840,7 +32929,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32852,7 +32941,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32984,7 +33073,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -32996,7 +33085,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33135,7 +33224,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33147,7 +33236,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33286,7 +33375,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33298,7 +33387,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33450,7 +33539,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33462,7 +33551,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33616,7 +33705,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33628,7 +33717,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33794,7 +33883,7 @@ export interface operations {
                     "application/json": components["schemas"]["IdempotencyKeyReused"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33806,7 +33895,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33968,7 +34057,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -33980,7 +34069,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34128,7 +34217,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34140,7 +34229,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34270,7 +34359,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34282,7 +34371,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34433,7 +34522,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34445,7 +34534,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34604,7 +34693,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34616,7 +34705,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34768,7 +34857,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34780,7 +34869,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34913,7 +35002,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -34925,7 +35014,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35061,7 +35150,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35073,7 +35162,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35221,7 +35310,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35233,7 +35322,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35363,7 +35452,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35375,7 +35464,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35525,7 +35614,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35537,7 +35626,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35667,7 +35756,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35679,7 +35768,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35821,7 +35910,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35833,7 +35922,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35968,7 +36057,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -35980,7 +36069,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36124,7 +36213,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36136,7 +36225,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36269,7 +36358,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36281,7 +36370,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36417,7 +36506,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36429,7 +36518,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36564,7 +36653,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36576,7 +36665,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36706,7 +36795,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36718,7 +36807,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36848,7 +36937,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36860,7 +36949,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -36994,7 +37083,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37006,7 +37095,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37144,7 +37233,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37156,7 +37245,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37299,7 +37388,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37311,7 +37400,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37444,7 +37533,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37456,7 +37545,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37603,7 +37692,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37615,7 +37704,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37750,7 +37839,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37762,7 +37851,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37890,7 +37979,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -37902,7 +37991,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38030,7 +38119,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38042,7 +38131,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38141,7 +38230,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -38150,7 +38239,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -38263,7 +38352,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38275,7 +38364,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38414,7 +38503,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38426,7 +38515,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38562,7 +38651,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38574,7 +38663,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38705,7 +38794,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38717,7 +38806,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38839,7 +38928,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
             413: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -38851,7 +38940,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
             415: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
