@@ -133,7 +133,7 @@ const inMessage = (i: number) => <E>(error: E): E => {
 
 /** A batch's refusal for suppressed recipients, naming the messages that have them (`details.messages`, places in the batch). */
 const suppressedIn = (recipients: ReadonlyArray<ReadonlyArray<string>>) => (error: RecipientSuppressed): RecipientSuppressed => {
-  const addresses = new Set(((error.details?.addresses ?? []) as ReadonlyArray<string>).map((address) => address.toLowerCase()))
+  const addresses = new Set((error.details?.addresses ?? []).map((address) => address.toLowerCase()))
   const messages = recipients.flatMap((list, i) => (list.some((recipient) => addresses.has(recipient.toLowerCase())) ? [i] : []))
   return new RecipientSuppressed({
     message: `messages.${messages.join(", messages.")}: ${error.message}`,

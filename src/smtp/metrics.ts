@@ -8,6 +8,9 @@
  */
 import { Metric, MetricBoundaries, MetricLabel } from "effect"
 
+/** The command a reply answers. */
+export type SmtpPhase = "connect" | "mail" | "rcpt" | "data"
+
 const connections = Metric.counter("mailroom_smtp_connections_total", {
   description: "SMTP connections opened to this node, admitted or refused",
   incremental: true
@@ -17,8 +20,6 @@ const replies = Metric.counter("mailroom_smtp_replies_total", {
   incremental: true
 })
 
-/** The command a reply answers. */
-export type SmtpPhase = "connect" | "mail" | "rcpt" | "data"
 const submissionReplies = Metric.counter("mailroom_submission_replies_total", {
   description: "SMTP submission replies to AUTH, MAIL FROM and DATA, by reply code",
   incremental: true
