@@ -3,8 +3,8 @@
  * answered (`phase`): a refused connection (`connect`), a MAIL FROM refused while draining (`mail`),
  * each RCPT TO (`rcpt`) and each DATA (`data`); not the protocol's routine 220/250 to EHLO, MAIL FROM
  * or QUIT. A transaction is its DATA reply: one 250 there is one message accepted, whatever number of
- * recipients it had. The submission server's (submission.ts) apart: each AUTH, MAIL FROM and DATA it
- * answers.
+ * recipients it had. The submission server's (submission.ts) apart, by phase too: each connection it
+ * refuses, each AUTH, MAIL FROM, refused RCPT TO and DATA it answers.
  */
 import { Metric, MetricBoundaries, MetricLabel } from "effect"
 
@@ -20,8 +20,11 @@ const replies = Metric.counter("mailroom_smtp_replies_total", {
   incremental: true
 })
 
+/** The command a submission reply answers. */
+export type SubmissionPhase = "connect" | "auth" | "mail" | "rcpt" | "data"
+
 const submissionReplies = Metric.counter("mailroom_submission_replies_total", {
-  description: "SMTP submission replies to AUTH, MAIL FROM and DATA, by reply code",
+  description: "SMTP submission replies to connections, AUTH, MAIL FROM, RCPT TO and DATA, by command (phase) and reply code",
   incremental: true
 })
 const dataBytes = Metric.counter("mailroom_smtp_data_bytes_total", {
@@ -34,19 +37,9 @@ const acceptDuration = Metric.histogram(
   "From the end of DATA to the 250: storing the message and the bus taking it"
 )
 
-const codeLabels = new Map<number, ReadonlyArray<MetricLabel.MetricLabel>>()
-const codeLabel = (code: number) => {
-  let label = codeLabels.get(code)
-  if (label === undefined) {
-    label = [MetricLabel.make("code", String(code))]
-    codeLabels.set(code, label)
-  }
-  return label
-}
-
 // Made once per phase and code: Effect finds a series by the identity of its label array.
 const phaseCodeLabels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
-const phaseCodeLabel = (phase: SmtpPhase, code: number) => {
+const phaseCodeLabel = (phase: SmtpPhase | SubmissionPhase, code: number) => {
   const key = `${phase} ${code}`
   let label = phaseCodeLabels.get(key)
   if (label === undefined) {
@@ -75,5 +68,5 @@ export const SmtpMetrics = {
 } as const
 
 export const SubmissionMetrics = {
-  reply: (code: number) => submissionReplies.unsafeUpdate(1, codeLabel(code))
+  reply: (phase: SubmissionPhase, code: number) => submissionReplies.unsafeUpdate(1, phaseCodeLabel(phase, code))
 } as const

@@ -27,7 +27,7 @@ import { isLoopbackHost } from "../../services/dns/addresses.ts"
 import { AppConfig } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
 import { listenUntilDrained, readingProxyHeaders, SHUTTING_DOWN, tlsFiles } from "./listen.ts"
-import { SubmissionMetrics } from "./metrics.ts"
+import { SubmissionMetrics, type SubmissionPhase } from "./metrics.ts"
 import { maxMessageBytes } from "./server.ts"
 
 /** How long storing and queueing a submitted message may take before the client is told to retry. */
@@ -39,12 +39,12 @@ const MAX_CLIENTS = 2_000
 /** Failed AUTHs a session may make before it is closed. */
 const MAX_FAILED_AUTH = 3
 
-/** The error smtp-server answers with (`code text`), counted by its code. */
-const replyError = (code: number, text: string) => {
-  SubmissionMetrics.reply(code)
+/** The error smtp-server answers with (`code text`), counted by the command answered and its code. */
+const replyError = (phase: SubmissionPhase, code: number, text: string) => {
+  SubmissionMetrics.reply(phase, code)
   return Object.assign(new Error(text), { responseCode: code })
 }
-const smtpError = (refusal: SubmissionRefused) => replyError(refusal.reply.code, refusal.reply.text)
+const smtpError = (phase: SubmissionPhase, refusal: SubmissionRefused) => replyError(phase, refusal.reply.code, refusal.reply.text)
 
 /** What a session established: the key given at AUTH (asked again at MAIL FROM and at the end of DATA), and the mailbox its MAIL FROM named. */
 interface SessionState {
@@ -91,16 +91,16 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       callback: (error: Error | null | undefined, response?: { user?: unknown }) => void
     ) => {
       if (tls === undefined && !clearAuth) {
-        return callback(replyError(538, "5.7.11 Encryption required: this server takes API keys over TLS only"))
+        return callback(replyError("auth", 538, "5.7.11 Encryption required: this server takes API keys over TLS only"))
       }
       if (auth.method !== "PLAIN" && auth.method !== "LOGIN") {
-        return callback(replyError(504, "5.7.4 Use AUTH PLAIN or LOGIN"))
+        return callback(replyError("auth", 504, "5.7.4 Use AUTH PLAIN or LOGIN"))
       }
       const apiKey = auth.password ?? ""
       void run(submission.signIn(apiKey)).then(Exit.match({
         onSuccess: (principal) => {
           sessions.set(session, { apiKey })
-          SubmissionMetrics.reply(235)
+          SubmissionMetrics.reply("auth", 235)
           callback(null, { user: principal.userId })
         },
         onFailure: (cause) => {
@@ -109,8 +109,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
           failedAuth.set(session, failed)
           callback(
             failed >= MAX_FAILED_AUTH && refusal.reply.code === 535
-              ? replyError(421, "4.7.0 Too many failed authentications")
-              : smtpError(refusal)
+              ? replyError("auth", 421, "4.7.0 Too many failed authentications")
+              : smtpError("auth", refusal)
           )
         }
       }))
@@ -119,31 +119,31 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
     const onMailFrom = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const state = sessions.get(session)
       if (state === undefined) {
-        return callback(replyError(530, `5.7.0 Authentication required${authAfterStartTls && !session.secure ? ": STARTTLS, then AUTH" : ""}`))
+        return callback(replyError("mail", 530, `5.7.0 Authentication required${authAfterStartTls && !session.secure ? ": STARTTLS, then AUTH" : ""}`))
       }
       state.mailboxId = undefined
       void run(submission.sender(state.apiKey, address.address)).then(Exit.match({
         onSuccess: ({ mailboxId }) => {
           state.mailboxId = mailboxId
-          SubmissionMetrics.reply(250)
+          SubmissionMetrics.reply("mail", 250)
           callback()
         },
-        onFailure: (cause) => callback(smtpError(refusalIn(cause)))
+        onFailure: (cause) => callback(smtpError("mail", refusalIn(cause)))
       }))
     }
 
     const onRcptTo = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-        return callback(replyError(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`))
+        return callback(replyError("rcpt", 452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`))
       }
       // An internationalized mailbox name: the API refuses it too, and says why (RFC 6531 §3.7.4.1's code).
       if (hasInternationalMailboxName(address.address)) {
-        return callback(replyError(553, `5.6.7 <${address.address}> ${INTERNATIONAL_MAILBOX}`))
+        return callback(replyError("rcpt", 553, `5.6.7 <${address.address}> ${INTERNATIONAL_MAILBOX}`))
       }
       // One the API would refuse (no domain, a single label, an address literal): refused alone, so the rest still go.
       if (!isAddress(withAsciiDomain(address.address))) {
-        return callback(replyError(553, `5.1.3 <${address.address}> is not an email address such as name@example.com`))
+        return callback(replyError("rcpt", 553, `5.1.3 <${address.address}> is not an email address such as name@example.com`))
       }
       callback()
     }
@@ -168,9 +168,9 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       stream.once("error", (error: Error) => answer(error))
       stream.once("end", () => {
         if (stream.sizeExceeded || bytes > maxMessageBytes) {
-          return answer(replyError(552, `5.3.4 Message too big: at most ${maxMessageBytes} bytes`))
+          return answer(replyError("data", 552, `5.3.4 Message too big: at most ${maxMessageBytes} bytes`))
         }
-        if (state === undefined || state.mailboxId === undefined) return answer(smtpError(temporaryFailure))
+        if (state === undefined || state.mailboxId === undefined) return answer(smtpError("data", temporaryFailure))
         const recipients = session.envelope.rcptTo.map((r) => r.address)
         const sending = Runtime.runFork(runtime)(
           submission.send(state.apiKey, state.mailboxId, { raw: Buffer.concat(chunks, bytes), recipients }).pipe(
@@ -178,18 +178,18 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
           )
         )
         const deadline = setTimeout(() => {
-          answer(smtpError(temporaryFailure))
+          answer(smtpError("data", temporaryFailure))
           sending.unsafeInterruptAsFork(sending.id())
         }, DATA_TIMEOUT_MS)
         sending.addObserver((exit) => {
           clearTimeout(deadline)
           if (Exit.isSuccess(exit)) {
-            SubmissionMetrics.reply(250)
+            SubmissionMetrics.reply("data", 250)
             return answer(null, `2.0.0 Ok: queued as ${exit.value}`)
           }
           if (Cause.isInterruptedOnly(exit.cause)) return
           if (Option.isNone(Cause.failureOption(exit.cause))) void run(Effect.logError("A submitted message failed", exit.cause))
-          answer(smtpError(refusalIn(exit.cause)))
+          answer(smtpError("data", refusalIn(exit.cause)))
         })
       })
     }
@@ -210,8 +210,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       closeTimeout: CLOSE_TIMEOUT_MS,
       authRequiredMessage: "5.7.0 Authentication required: AUTH with an API key as the password",
       onConnect: (session, callback) => {
-        if (draining) return callback(replyError(421, SHUTTING_DOWN))
-        if (!connections.admit(session)) return callback(replyError(421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
+        if (draining) return callback(replyError("connect", 421, SHUTTING_DOWN))
+        if (!connections.admit(session)) return callback(replyError("connect", 421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
         // Neither offered nor taken until the session is encrypted (onSecure).
         if (authAfterStartTls) session.disabledCommands = ["AUTH"]
         callback()
