@@ -6,7 +6,7 @@
  * (an explicit `null` too, which surface.ts `decodeBody` also counts as absent), and any other body as
  * `fields` does, each problem at its field, so a body of the wrong shape is refused as before. The
  * OpenAPI document shows `fields`, the body marked not required (openapi.ts), so the typed client
- * lets it out too.
+ * leaves it out too.
  */
 import { Option, ParseResult, Schema, SchemaAST } from "effect"
 
