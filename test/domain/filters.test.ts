@@ -18,7 +18,7 @@ import { emailReceivedEventId } from "../../services/mail/received.ts"
 import { MAX_LABELS } from "../../services/mail/label-rules.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
-import { insertEmail, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { inboundMessage, insertEmail, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -52,17 +52,7 @@ const inbound = (mailbox: Mailbox, headers: string, body = "Hello") =>
   Effect.gen(function*() {
     const emailId = uniqueName("eml")
     const raw = new TextEncoder().encode(`${headers}\r\nMessage-ID: <${emailId}@t>\r\n\r\n${body}`)
-    const sha = yield* storeBlob(raw)
-    yield* (yield* Ingest).ingest({
-      email_id: emailId,
-      mailbox_id: mailbox.mailboxId,
-      user_id: mailbox.owner.userId,
-      raw_sha256: sha,
-      size: raw.byteLength,
-      mail_from: "bounces@sender.test",
-      rcpt_to: mailbox.address,
-      received_at: new Date().toISOString()
-    }, true)
+    yield* (yield* Ingest).ingest(yield* inboundMessage(mailbox, raw, { email_id: emailId, mail_from: "bounces@sender.test" }), true)
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ labels: ReadonlyArray<string> }>`SELECT labels FROM emails WHERE id = ${emailId}`
     return { emailId, labels: rows[0]!.labels }

@@ -21,7 +21,7 @@ import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
-import { DOMAIN, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { DOMAIN, inboundMessage, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -52,20 +52,13 @@ const forwardingMailbox = Effect.gen(function*() {
 /** Deliver a message to `mailbox` through ingest; answers its email id. */
 const deliver = (mailbox: Mailbox, head: ReadonlyArray<string>, options: { readonly spam?: boolean } = {}) =>
   Effect.gen(function*() {
-    const ingest = yield* Ingest
     const emailId = uniqueName("eml")
     const raw = new TextEncoder().encode([...head, `Subject: ${emailId}`, `To: ${mailbox.address}`, "", "Hello", ""].join("\r\n"))
-    yield* ingest.ingest({
+    yield* (yield* Ingest).ingest(yield* inboundMessage(mailbox, raw, {
       email_id: emailId,
-      mailbox_id: mailbox.mailboxId,
-      user_id: mailbox.owner.userId,
-      raw_sha256: yield* storeBlob(raw),
-      size: raw.byteLength,
       mail_from: "sender@example.com",
-      rcpt_to: mailbox.address,
-      received_at: new Date().toISOString(),
       ...(options.spam ? { spam: { status: "checked" as const, score: 15, action: "add header", symbols: [] } } : {})
-    }, true)
+    }), true)
     return emailId
   })
 

@@ -13,11 +13,12 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { type Authentication, Authenticator, type Envelope } from "../../services/mail/authentication.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
+import type { InboundMessage } from "../../services/mail/schemas.ts"
 import { BLOCKED } from "../../services/mail/sender-list-rules.ts"
 import { MAX_INDEXED_BYTES, type NewEmail, storeEmails } from "../../services/mail/store.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
-import { insertMailbox, type Mailbox, newInbound, storeBlob } from "../support/seed-mail.ts"
+import { inboundMessage, insertMailbox, type Mailbox, newInbound } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -288,16 +289,7 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       const message = (i: number, mailboxId = mailbox.mailboxId, userId = mailbox.owner.userId) =>
         Effect.gen(function*() {
           const raw = rawOf({ subject: `Message ${i}`, messageId: `<m${i}.${uniqueName("x")}@example.test>` })
-          return {
-            email_id: uniqueName("eml"),
-            mailbox_id: mailboxId,
-            user_id: userId,
-            raw_sha256: yield* storeBlob(raw),
-            size: raw.byteLength,
-            mail_from: "ada@example.test",
-            rcpt_to: mailbox.address,
-            received_at: new Date().toISOString()
-          }
+          return yield* inboundMessage(mailbox, raw, { mailbox_id: mailboxId, user_id: userId })
         })
       const messages = yield* Effect.forEach([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], (i) => message(i))
       // Naming an owner that does not exist: the database refuses its email.
@@ -317,20 +309,10 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       const ingest = yield* Ingest
       const sql = yield* SqlClient.SqlClient
       const mailbox = yield* insertMailbox(yield* insertUser())
-      const message = (subject: string, extra: object) =>
+      const message = (subject: string, extra: Partial<InboundMessage>) =>
         Effect.gen(function*() {
           const raw = rawOf({ subject, messageId: `<${uniqueName("c")}@example.test>` })
-          return {
-            email_id: uniqueName("eml"),
-            mailbox_id: mailbox.mailboxId,
-            user_id: mailbox.owner.userId,
-            raw_sha256: yield* storeBlob(raw),
-            size: raw.byteLength,
-            mail_from: "ada@example.test",
-            rcpt_to: mailbox.address,
-            received_at: new Date().toISOString(),
-            ...extra
-          }
+          return yield* inboundMessage(mailbox, raw, extra)
         })
       const forged = yield* message("forged", { connection: { client_ip: "192.0.2.66", helo: "mx.forger.test" } })
       const genuine = yield* message("genuine", { connection: { client_ip: "198.51.100.7" } })

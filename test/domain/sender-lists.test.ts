@@ -20,7 +20,7 @@ import { SenderLists } from "../../services/mail/sender-lists.ts"
 import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
-import { DOMAIN, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { DOMAIN, inboundMessage, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -222,18 +222,8 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
         Effect.gen(function*() {
           const emailId = uniqueName("eml")
           const raw = new TextEncoder().encode(`From: ${header}\r\nSubject: ${emailId}\r\nMessage-ID: <${emailId}@t>\r\n\r\nHello`)
-          const sha = yield* storeBlob(raw)
-          yield* ingest.ingest({
-            email_id: emailId,
-            mailbox_id: mailbox.mailboxId,
-            user_id: mailbox.owner.userId,
-            raw_sha256: sha,
-            size: raw.byteLength,
-            // The envelope sender is not what the header From check reads.
-            mail_from: "bounces@innocent.test",
-            rcpt_to: mailbox.address,
-            received_at: new Date().toISOString()
-          }, true)
+          // The envelope sender is not what the header From check reads.
+          yield* ingest.ingest(yield* inboundMessage(mailbox, raw, { email_id: emailId, mail_from: "bounces@innocent.test" }), true)
           const rows = yield* sql<{ labels: ReadonlyArray<string> }>`SELECT labels FROM emails WHERE id = ${emailId}`
           return { emailId, labels: rows[0]!.labels }
         })

@@ -8,6 +8,7 @@ import { createHash } from "node:crypto"
 import { inboundLabels } from "../../services/mail/label-rules.ts"
 import { parseMessage } from "../../services/mail/parse.ts"
 import { senderForms } from "../../services/mail/sender-list-rules.ts"
+import type { InboundMessage } from "../../services/mail/schemas.ts"
 import type { NewEmail } from "../../services/mail/store.ts"
 import { uniqueName } from "./services.ts"
 import type { TestUser } from "./users.ts"
@@ -89,6 +90,23 @@ export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
     }
     return { id, raw, attachmentIds }
   })
+
+/**
+ * What the SMTP node hands ingest for the message `raw` (its bytes stored) to `mailbox`: a new email id,
+ * an envelope from ada@example.test, received now; `fields` change any of it.
+ */
+export const inboundMessage = (mailbox: Mailbox, raw: Uint8Array, fields: Partial<InboundMessage> = {}) =>
+  Effect.map(storeBlob(raw), (sha): InboundMessage => ({
+    email_id: uniqueName("eml"),
+    mailbox_id: mailbox.mailboxId,
+    user_id: mailbox.owner.userId,
+    raw_sha256: sha,
+    size: raw.byteLength,
+    mail_from: "ada@example.test",
+    rcpt_to: mailbox.address,
+    received_at: new Date().toISOString(),
+    ...fields
+  }))
 
 /** What the ingest actor would store for the message `raw` (its bytes stored) in `mailbox`: store.ts's input. */
 export const newInbound = (mailbox: Mailbox, raw: Uint8Array, messageId: string, emailId = uniqueName("eml")) =>
