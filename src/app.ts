@@ -29,6 +29,7 @@ import { OutboundBacklog } from "../services/outbound/backlog.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { RequeueLive } from "../services/outbound/requeue.ts"
+import { OutboxLive } from "../services/bus/outbox.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Meetings } from "../services/meetings/meetings.ts"
@@ -310,11 +311,13 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
 /**
  * The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic
  * replies, the calendars mail brings (attendees' answers to the mailboxes' meetings, invitations
- * onto their schedules), and reminders of what is on the schedules.
+ * onto their schedules), reminders of what is on the schedules, and the outbox's publications a
+ * change could not hand to the bus itself.
  */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
   HousekeepingLive,
+  OutboxLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive,
   AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default)),

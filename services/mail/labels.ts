@@ -7,19 +7,20 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { deliver, type Publication, stage } from "../bus/outbox.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import type { Page, Sort } from "../listing.ts"
 import { mailboxScope } from "../mailboxes/owned.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS, UNREAD } from "./label-rules.ts"
 import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
-import { announceReceived, emailReceivedEventId, releasedEventId } from "./received.ts"
+import { emailReceivedEventId, receivedPublication, releasedEventId } from "./received.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
 import type { EmailFields, Headers, LabelCount, LabelSortField } from "./schemas.ts"
 import { SPAM } from "./spam.ts"
 import { queueForwards } from "./store.ts"
 import { forwardedBy, ForwardingKey } from "./forward-rules.ts"
-import { publishForwards } from "../outbound/forwards.ts"
+import { forwardPublications } from "../outbound/forwards.ts"
 
 /** The `email.labels_changed` payload: the email's fields with its labels now, and what changed. */
 export interface LabelsChanged extends EmailFields {
@@ -43,7 +44,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
      * (store.ts `queueForwards`: the same addresses and loop rules), in the change's transaction. Once
      * an email: one that has copies already (forwarded on arrival, or released before) gets none, so
      * labels taken off and put back do not forward it again. Answers the domains to hand to the mta:
-     * the new copies' and those still untried (a release whose hand-over failed is handed over again).
+     * the new copies' and those still untried (handed over again: the bus drops a job it has).
      */
     const queueReleased = (emailIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
@@ -60,15 +61,16 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
       })
 
     /**
-     * Announce a released email as any received email is, under `eventId`: its first announcement's
-     * for mail never announced (it arrived blocked), else its release's (it was announced as spam), so
-     * that the bus does not drop it as a repeat, and webhooks and the event log, which keep one
-     * delivery an id, tell a release once however often it is made.
+     * The announcements of released emails (`eventIds`, by email) as any received email's, with the
+     * labels the change left them: under its first announcement's id for mail never announced (it
+     * arrived blocked), else its release's (it was announced as spam), so that the bus does not drop it
+     * as a repeat, and webhooks and the event log, which keep one delivery an id, tell a release once
+     * however often it is made.
      */
-    const released = (emailId: string, eventId: string) =>
-      sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
-        Effect.flatMap((rows) => rows[0] === undefined ? Effect.void : announceReceived(bus, rows[0], extractedOf(rows[0]), eventId)),
-        Effect.catchAll((error) => Effect.logWarning("email.received of a released email not published", { emailId, error }))
+    const announcements = (eventIds: ReadonlyMap<string, string>) =>
+      eventIds.size === 0 ? Effect.succeed([]) : Effect.map(
+        sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ANY(${[...eventIds.keys()]}::text[]) ORDER BY e.id`,
+        (rows) => rows.map((row) => receivedPublication(row, extractedOf(row), eventIds.get(row.id)))
       )
 
     /**
@@ -127,8 +129,27 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           }
           yield* Effect.forEach(bySet.values(), ({ ids, labels }) =>
             sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ANY(${ids}::text[])`, { discard: true })
+          // Mail a person lets through (the last of `spam` and `blocked` removed from received mail) is
+          // received now: its copies handed to the mta, and announced as received mail is, so search
+          // indexes it, the automatic reply answers it, and webhooks, streams and waiting readers hear
+          // of it. Blocked mail, never announced, is announced once `blocked` is off (still spam, as
+          // spam is on arrival); spam mail, announced on arrival with its label, again once let through.
+          // Staged with the change (outbox.ts), so a bus that refuses them, or a process that dies before
+          // publishing, loses neither.
           const forwards = releases.length === 0 ? [] : yield* queueReleased(releases.map(({ row }) => row.id))
-          return { updated, changed, releases, forwards }
+          const eventIds = new Map([
+            ...changed.filter(({ removed, row }) => row.direction === "inbound" && removed.includes(BLOCKED))
+              .map(({ row }) => [row.id, emailReceivedEventId(row.id)] as const),
+            ...releases.filter(({ removed }) => !removed.includes(BLOCKED)).map(({ row }) => [row.id, releasedEventId(row.id)] as const)
+          ])
+          const owed: ReadonlyArray<Publication> = [
+            ...[...new Set(forwards.map((f) => f.emailId))].flatMap((emailId) =>
+              forwardPublications(emailId, forwards.filter((f) => f.emailId === emailId).map((f) => f.domain))
+            ),
+            ...(yield* announcements(eventIds))
+          ]
+          yield* stage(sql, owed)
+          return { updated, changed, owed }
         }))
         // Announced once the change is committed; the change stands whether or not the events go out.
         yield* Effect.forEach(result.changed, ({ added, removed, row }) =>
@@ -144,27 +165,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
           discard: true
         })
-        // Mail a person lets through (the last of `spam` and `blocked` removed from received mail) is
-        // received now: its copies handed to the mta, and announced as received mail is, so search
-        // indexes it, the automatic reply answers it, and webhooks, streams and waiting readers hear of it.
-        yield* Effect.forEach(new Set(result.forwards.map((f) => f.emailId)), (emailId) =>
-          publishForwards(bus, emailId, result.forwards.filter((f) => f.emailId === emailId).map((f) => f.domain)).pipe(
-            // Logged, not failed: the change is committed, and answering an error would not bring the
-            // hand-over back. The copies stay queued; the email's next release hands them over again.
-            Effect.catchAll((error) => Effect.logWarning("Forwarded copies of a released email not handed to the mta", { emailId, error }))
-          ), { discard: true })
-        // Blocked mail, never announced, is announced once `blocked` is off (still spam, as spam is on
-        // arrival); spam mail, announced on arrival with its label, again once it is let through.
-        yield* Effect.forEach(
-          result.changed.filter(({ removed, row }) => row.direction === "inbound" && removed.includes(BLOCKED)),
-          ({ row }) => released(row.id, emailReceivedEventId(row.id)),
-          { discard: true }
-        )
-        yield* Effect.forEach(
-          result.releases.filter(({ removed }) => !removed.includes(BLOCKED)),
-          ({ row }) => released(row.id, releasedEventId(row.id)),
-          { discard: true }
-        )
+        yield* deliver(sql, bus, result.owed)
         return result.updated
       })
 

@@ -17,6 +17,7 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import type { Publication } from "../bus/outbox.ts"
 import { Authentication, type Verdict } from "../mail/authentication.ts"
 import { FORWARDED_BY_HEADER, forwardedByValue, ForwardingKey } from "../mail/forward-rules.ts"
 import { ArcSeal } from "./arc-seal.ts"
@@ -34,14 +35,19 @@ export const ForwardJob = Schema.Struct({
 })
 export type ForwardJob = typeof ForwardJob.Type
 
+/** The jobs of the email's queued copies, one per domain, as the bus carries them. */
+export const forwardPublications = (emailId: string, domains: ReadonlyArray<string>): ReadonlyArray<Publication> =>
+  domains.map((domain) => ({
+    subject: subjects.forwardedMail(emailId),
+    data: encodeJson(Schema.encodeSync(ForwardJob)({ forward_of: emailId, domain })),
+    msgId: `forward:${emailId}:${domain}`
+  }))
+
 /** Hand the email's queued copies to the mta, a job per domain; a job published again is dropped by the bus or finds nothing left. */
 export const publishForwards = (bus: Bus["Type"], emailId: string, domains: ReadonlyArray<string>) =>
-  Effect.forEach(domains, (domain) =>
-    bus.publish(
-      subjects.forwardedMail(emailId),
-      encodeJson(Schema.encodeSync(ForwardJob)({ forward_of: emailId, domain })),
-      { msgId: `forward:${emailId}:${domain}` }
-    ), { discard: true })
+  Effect.forEach(forwardPublications(emailId, domains), ({ data, msgId, subject }) => bus.publish(subject, data, { msgId }), {
+    discard: true
+  })
 
 /**
  * Whether a permanent refusal is of this message rather than of the address (RFC 3463's enhanced

@@ -2,13 +2,16 @@
  * Which received mail is forwarded, in process over the suite's migrated database: ingest (the
  * forwarded-by fields that end loops count only when Mailroom wrote them) and a person letting held
  * mail through (labels.ts: taking off the last of `spam` and `blocked` forwards it, once, and
- * announces it as received). The copies' delivery is test/outbound's.
+ * announces it as received, owed to the bus through the outbox). The copies' delivery is
+ * test/outbound's.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Mailauth from "../../layers/mailauth.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Bus, BusError } from "../../services/bus/bus.ts"
+import { sweepOutbox } from "../../services/bus/outbox.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { FORWARDED_BY_HEADER, forwardedByValue, ForwardingKey } from "../../services/mail/forward-rules.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
@@ -25,13 +28,24 @@ import { DOMAIN, inboundMessage, insertMailbox, type Mailbox } from "../support/
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
+/** While set, the bus refuses what is published (NATS unreachable). */
+let refusing = false
+const troubledBus = Layer.effect(
+  Bus,
+  Effect.map(Bus, (bus) => ({
+    ...bus,
+    publish: (subject: string, data: Uint8Array, options: { readonly msgId: string }) =>
+      refusing ? Effect.fail(new BusError({ message: "NATS is down" })) : bus.publish(subject, data, options)
+  }))
+).pipe(Layer.provideMerge(MemoryBus.layer))
+
 const services = Layer.mergeAll(SenderLists.Default, Ingest.Default, Labels.Default).pipe(
   Layer.provide(BounceReports.Default),
   // Its messages carry no connection: nothing asks the checks.
   Layer.provide(Mailauth.none),
   Layer.provideMerge(RecipientDirectory.Default),
   Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
-  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(troubledBus),
   Layer.provideMerge(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)
 )
@@ -154,5 +168,47 @@ layer(services, { timeout: "120 seconds" })("Forwarding", (it) => {
       yield* labels.update(userId, [both], { add: [], remove: [SPAM] })
       expect((yield* copies(both)).length).toBe(5)
       expect(yield* published([emailReceivedEventId(both), releasedEventId(both)])).toEqual([emailReceivedEventId(both), releasedEventId(both)])
+    }))
+
+  it.effect("a release the bus refuses is owed, not lost: the outbox sweep publishes its copies' job and its announcement", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const labels = yield* Labels
+      const lists = yield* SenderLists
+      const mailbox = yield* forwardingMailbox
+      const userId = mailbox.owner.userId
+      yield* lists.add({ userId, mailboxId: mailbox.mailboxId }, "block", "spammer.test")
+      const blocked = yield* deliver(mailbox, ["From: deals@spammer.test", `Message-ID: <${uniqueName("o")}@t>`])
+      const owed = [emailReceivedEventId(blocked), `forward:${blocked}:partner.test`].sort()
+      const outbox = () =>
+        Effect.map(sql<{ msgId: string }>`SELECT msg_id FROM outbox WHERE msg_id = ANY(${owed}::text[]) ORDER BY msg_id`, (rows) =>
+          rows.map((row) => row.msgId))
+
+      // The bus is down as the person lets the mail through: the change stands, its copies are
+      // queued, and what the bus did not take waits in the outbox.
+      refusing = true
+      const [updated] = yield* labels.update(userId, [blocked], { add: [], remove: [BLOCKED] }).pipe(Effect.ensuring(Effect.sync(() => {
+        refusing = false
+      })))
+      expect(updated!.labels).not.toContain(BLOCKED)
+      expect(yield* copies(blocked)).toEqual(ALL)
+      expect(yield* published(owed)).toEqual([])
+      expect(yield* outbox()).toEqual(owed)
+
+      // Not swept while the change may still be publishing; a sweep the bus refuses leaves them owed.
+      expect(yield* sweepOutbox).toBe(0)
+      yield* sql`UPDATE outbox SET attempted_at = now() - interval '1 minute' WHERE msg_id = ANY(${owed}::text[])`
+      refusing = true
+      const refused = yield* Effect.flip(sweepOutbox).pipe(Effect.ensuring(Effect.sync(() => {
+        refusing = false
+      })))
+      expect(refused).toMatchObject({ _tag: "BusError" })
+      expect(yield* outbox()).toEqual(owed)
+
+      // The bus is back: the next sweep past their wait publishes them, once.
+      yield* sql`UPDATE outbox SET attempted_at = now() - interval '1 minute' WHERE msg_id = ANY(${owed}::text[])`
+      expect(yield* sweepOutbox).toBe(2)
+      expect(yield* published(owed)).toEqual(owed)
+      expect(yield* outbox()).toEqual([])
     }))
 })

@@ -1,0 +1,12 @@
+-- Publications a change owes the bus, written in the change's transaction (services/bus/outbox.ts):
+-- the change's node publishes them once it commits and deletes them as the bus takes them; those it
+-- could not (the bus refused, or the node died first) are published again by the worker role's sweep.
+-- First used by a person letting held mail through (its forwarded copies' jobs and its email.received).
+CREATE TABLE outbox (
+  msg_id       text PRIMARY KEY,
+  subject      text NOT NULL,
+  data         bytea NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  attempted_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX outbox_attempted_at ON outbox (attempted_at);

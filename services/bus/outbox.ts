@@ -1,0 +1,105 @@
+/**
+ * The outbox: publications a change owes the bus, written in the change's own transaction, so that a
+ * committed change is never left unannounced because the bus refused it or the process died before
+ * publishing. `stage` writes them with the change; once it commits, `deliver` publishes them and
+ * deletes each the bus took; the sweep (`OutboxLive`, in the worker role) publishes again what is left
+ * after `STRANDED_AFTER_SECONDS`.
+ *
+ * A publication may therefore reach the bus twice (published, then the process died before deleting
+ * it): its `msgId` makes the bus drop the repeat while it remembers the first (NATS: two minutes, past
+ * `STRANDED_AFTER_SECONDS`), and what the bus carries is idempotent by that id past it (bus.ts).
+ * Several nodes sweep apart: each takes the rows it publishes by moving their `attempted_at` on.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Layer, Schedule } from "effect"
+import { DependencyHealth } from "../health/dependency-health.ts"
+import { Bus, type BusShape } from "./bus.ts"
+
+/** One message owed to the bus. */
+export interface Publication {
+  readonly subject: string
+  readonly data: Uint8Array
+  readonly msgId: string
+}
+
+/** How long a staged publication is left to the change that staged it (publishing takes milliseconds). */
+const STRANDED_AFTER_SECONDS = 30
+const SWEEP_EVERY = Duration.seconds(10)
+/** Publications taken by one sweep at most (the next sweep takes the rest). */
+const SWEEP_BATCH = 500
+
+/**
+ * Write `publications` in the caller's transaction. One already waiting under the same id stays as it
+ * is (the bus would keep only one of the two).
+ */
+export const stage = (sql: SqlClient.SqlClient, publications: ReadonlyArray<Publication>) =>
+  publications.length === 0 ? Effect.void : sql`
+    INSERT INTO outbox ${sql.insert(publications.map((p) => ({ msg_id: p.msgId, subject: p.subject, data: p.data })))}
+    ON CONFLICT (msg_id) DO NOTHING`.pipe(Effect.asVoid)
+
+/**
+ * Publish `publications` and delete those the bus took; answers how many it took. One the bus refuses
+ * stays for the sweep: the refusal is the caller's to tell (`BusError`s of those refused, the first).
+ */
+const publishAll = (sql: SqlClient.SqlClient, bus: BusShape, publications: ReadonlyArray<Publication>) =>
+  Effect.gen(function*() {
+    const results = yield* Effect.forEach(
+      publications,
+      (p) => Effect.either(Effect.as(bus.publish(p.subject, p.data, { msgId: p.msgId }), p.msgId)),
+      { concurrency: 16 }
+    )
+    const taken = results.flatMap((r) => (r._tag === "Right" ? [r.right] : []))
+    if (taken.length > 0) yield* sql`DELETE FROM outbox WHERE msg_id = ANY(${taken}::text[])`
+    const refused = results.find((r) => r._tag === "Left")
+    return { taken: taken.length, refused: refused?._tag === "Left" ? refused.left : undefined }
+  })
+
+/**
+ * Publish what a committed change staged. Never fails: what the bus refused, or a database that is
+ * gone before the rows are deleted, is logged and left to the sweep.
+ */
+export const deliver = (sql: SqlClient.SqlClient, bus: BusShape, publications: ReadonlyArray<Publication>) =>
+  publications.length === 0 ? Effect.void : Effect.gen(function*() {
+    const { refused } = yield* publishAll(sql, bus, publications)
+    if (refused !== undefined) {
+      yield* Effect.logWarning("Bus refused a change's announcement; the outbox sweep publishes it again", {
+        msgIds: publications.map((p) => p.msgId).slice(0, 20).join(","),
+        error: refused.message
+      })
+    }
+  }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("A change's announcements are left to the outbox sweep", cause)))
+
+/** One sweep: publications left `STRANDED_AFTER_SECONDS` published again; answers how many the bus took. */
+export const sweepOutbox = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const bus = yield* Bus
+  const rows = yield* sql<{ msgId: string; subject: string; data: Uint8Array }>`
+    UPDATE outbox SET attempted_at = now()
+    WHERE msg_id IN (
+      SELECT msg_id FROM outbox
+      WHERE attempted_at < now() - make_interval(secs => ${STRANDED_AFTER_SECONDS})
+      ORDER BY attempted_at LIMIT ${SWEEP_BATCH}
+      FOR UPDATE SKIP LOCKED)
+    RETURNING msg_id, subject, data`
+  if (rows.length === 0) return 0
+  const { refused, taken } = yield* publishAll(sql, bus, rows)
+  if (taken > 0) {
+    yield* Effect.logWarning("Announcements a change left unpublished were published by the outbox sweep").pipe(
+      Effect.annotateLogs({ published: taken, msg_ids: rows.map((r) => r.msgId).slice(0, 20).join(",") })
+    )
+  }
+  if (refused !== undefined) return yield* refused
+  return taken
+})
+
+/** The sweep, every SWEEP_EVERY (in the worker role; any number of nodes). */
+export const OutboxLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const health = yield* DependencyHealth
+    yield* sweepOutbox.pipe(
+      Effect.catchAllCause((cause) => health.report("Publishing the outbox failed; will retry", cause)),
+      Effect.repeat(Schedule.spaced(SWEEP_EVERY)),
+      Effect.forkScoped
+    )
+  })
+)
