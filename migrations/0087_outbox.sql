@@ -1,9 +1,12 @@
 -- Publications a change owes the bus, written in the change's transaction (services/bus/outbox.ts):
 -- the change's node publishes them once it commits and deletes them as the bus takes them; those it
 -- could not (the bus refused, or the node died first) are published again by the worker role's sweep.
--- First used by a person letting held mail through (its forwarded copies' jobs and its email.received).
+-- Used by label changes (email.labels_changed; held mail let through: its copies' jobs, email.received)
+-- and deletions (email.deleted).
+-- `position` keeps the order they were staged in, which the sweep publishes them in.
 CREATE TABLE outbox (
   msg_id       text PRIMARY KEY,
+  position     bigint GENERATED ALWAYS AS IDENTITY,
   subject      text NOT NULL,
   data         bytea NOT NULL,
   created_at   timestamptz NOT NULL DEFAULT now(),

@@ -13,7 +13,7 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import { Bus, type BusShape } from "./bus.ts"
+import { Bus, type BusError, type BusShape } from "./bus.ts"
 
 /** One message owed to the bus. */
 export interface Publication {
@@ -38,20 +38,23 @@ export const stage = (sql: SqlClient.SqlClient, publications: ReadonlyArray<Publ
     ON CONFLICT (msg_id) DO NOTHING`.pipe(Effect.asVoid)
 
 /**
- * Publish `publications` and delete those the bus took; answers how many it took. One the bus refuses
- * stays for the sweep: the refusal is the caller's to tell (`BusError`s of those refused, the first).
+ * Publish `publications` in order, until the bus refuses one, and delete those it took. What it
+ * refused, and what came after, stays for the sweep; the refusal is the caller's to tell.
  */
 const publishAll = (sql: SqlClient.SqlClient, bus: BusShape, publications: ReadonlyArray<Publication>) =>
   Effect.gen(function*() {
-    const results = yield* Effect.forEach(
-      publications,
-      (p) => Effect.either(Effect.as(bus.publish(p.subject, p.data, { msgId: p.msgId }), p.msgId)),
-      { concurrency: 16 }
-    )
-    const taken = results.flatMap((r) => (r._tag === "Right" ? [r.right] : []))
+    const taken: Array<string> = []
+    let refused: BusError | undefined
+    for (const p of publications) {
+      const published = yield* Effect.either(bus.publish(p.subject, p.data, { msgId: p.msgId }))
+      if (published._tag === "Left") {
+        refused = published.left
+        break
+      }
+      taken.push(p.msgId)
+    }
     if (taken.length > 0) yield* sql`DELETE FROM outbox WHERE msg_id = ANY(${taken}::text[])`
-    const refused = results.find((r) => r._tag === "Left")
-    return { taken: taken.length, refused: refused?._tag === "Left" ? refused.left : undefined }
+    return { taken: taken.length, refused }
   })
 
 /**
@@ -73,23 +76,25 @@ export const deliver = (sql: SqlClient.SqlClient, bus: BusShape, publications: R
 export const sweepOutbox = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const bus = yield* Bus
-  const rows = yield* sql<{ msgId: string; subject: string; data: Uint8Array }>`
+  const taken = yield* sql<{ msgId: string; subject: string; data: Uint8Array; position: string }>`
     UPDATE outbox SET attempted_at = now()
     WHERE msg_id IN (
       SELECT msg_id FROM outbox
       WHERE attempted_at < now() - make_interval(secs => ${STRANDED_AFTER_SECONDS})
-      ORDER BY attempted_at LIMIT ${SWEEP_BATCH}
+      ORDER BY position LIMIT ${SWEEP_BATCH}
       FOR UPDATE SKIP LOCKED)
-    RETURNING msg_id, subject, data`
-  if (rows.length === 0) return 0
-  const { refused, taken } = yield* publishAll(sql, bus, rows)
-  if (taken > 0) {
+    RETURNING msg_id, subject, data, position`
+  if (taken.length === 0) return 0
+  // In the order they were staged (UPDATE ... RETURNING keeps none).
+  const rows = [...taken].sort((a, b) => Number(a.position) - Number(b.position))
+  const { refused, taken: published } = yield* publishAll(sql, bus, rows)
+  if (published > 0) {
     yield* Effect.logWarning("Announcements a change left unpublished were published by the outbox sweep").pipe(
-      Effect.annotateLogs({ published: taken, msg_ids: rows.map((r) => r.msgId).slice(0, 20).join(",") })
+      Effect.annotateLogs({ published, msg_ids: rows.slice(0, Math.min(published, 20)).map((r) => r.msgId).join(",") })
     )
   }
   if (refused !== undefined) return yield* refused
-  return taken
+  return published
 })
 
 /** The sweep, every SWEEP_EVERY (in the worker role; any number of nodes). */

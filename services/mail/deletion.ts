@@ -12,13 +12,15 @@
  *   deferred (the mta would have nothing to send; delete once they are settled), and an email that an
  *   unsent draft replies to or forwards (the draft would lose what it answers; delete or change the
  *   draft first).
- * - Each deleted email is announced as `email.deleted`, carrying the email's fields as they were.
+ * - Each deleted email is announced as `email.deleted`, carrying the email's fields as they were:
+ *   owed to the bus in the deletion's transaction (bus/outbox.ts), so an outage delays it, never loses it.
  * - Its id is remembered (`deleted_emails`, 8 days) so that its inbound message, should the bus
  *   deliver it again, is not stored again.
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { deliver, stage } from "../bus/outbox.ts"
 import { Conflict, NotFound, ServiceUnavailable } from "../errors.ts"
 import { uncountWords } from "../search/indexer.ts"
 import { Vectors } from "../search/vectors.ts"
@@ -122,7 +124,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           Effect.catchTag("VectorIndexError", (error) =>
             Effect.zipRight(Effect.logWarning(`Vector index unavailable: ${error.message}`), Effect.fail(ServiceUnavailable.of())))
         )
-        const rows = yield* Effect.gen(function*() {
+        const { owed, rows } = yield* Effect.gen(function*() {
           // The emails seen, no others (mail that joined the thread since stays); asked again under the
           // locks, should a delivery have been queued, a draft made or an email deleted meanwhile.
           const rows = yield* select(userId, sql`e.id = ANY(${ids}::text[])`, true)
@@ -143,18 +145,17 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0)
           yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
-          return rows
+          const timestamp = new Date().toISOString()
+          const owed = rows.map((row) => ({
+            subject: subjects.event("email.deleted"),
+            data: encodeJson({ event: "email.deleted", timestamp, namespace: userId, data: toFields(row) }),
+            msgId: `email.deleted:${row.id}`
+          }))
+          yield* stage(sql, owed)
+          return { rows, owed }
         }).pipe(sql.withTransaction)
-        // Announced once the deletion is committed; it stands whether or not the events go out.
-        const timestamp = new Date().toISOString()
-        yield* Effect.forEach(rows, (row) =>
-          bus.publish(
-            subjects.event("email.deleted"),
-            encodeJson({ event: "email.deleted", timestamp, namespace: userId, data: toFields(row) }),
-            { msgId: `email.deleted:${row.id}` }
-          ).pipe(Effect.catchAll((error) => Effect.logWarning("email.deleted not published", { emailId: row.id, error }))), {
-          discard: true
-        })
+        // Announced once the deletion is committed.
+        yield* deliver(sql, bus, owed)
         return { deleted: rows.length, email_ids: rows.map((row) => row.id) } satisfies Deleted
       })
 

@@ -129,20 +129,31 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           }
           yield* Effect.forEach(bySet.values(), ({ ids, labels }) =>
             sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ANY(${ids}::text[])`, { discard: true })
-          // Mail a person lets through (the last of `spam` and `blocked` removed from received mail) is
-          // received now: its copies handed to the mta, and announced as received mail is, so search
+          // Each email changed is announced as `email.labels_changed`. Mail a person lets through (the
+          // last of `spam` and `blocked` removed from received mail) is received now: its copies handed to the mta, and announced as received mail is, so search
           // indexes it, the automatic reply answers it, and webhooks, streams and waiting readers hear
           // of it. Blocked mail, never announced, is announced once `blocked` is off (still spam, as
           // spam is on arrival); spam mail, announced on arrival with its label, again once let through.
           // Staged with the change (outbox.ts), so a bus that refuses them, or a process that dies before
-          // publishing, loses neither.
+          // publishing, loses none of it.
           const forwards = releases.length === 0 ? [] : yield* queueReleased(releases.map(({ row }) => row.id))
           const eventIds = new Map([
             ...changed.filter(({ removed, row }) => row.direction === "inbound" && removed.includes(BLOCKED))
               .map(({ row }) => [row.id, emailReceivedEventId(row.id)] as const),
             ...releases.filter(({ removed }) => !removed.includes(BLOCKED)).map(({ row }) => [row.id, releasedEventId(row.id)] as const)
           ])
+          const timestamp = new Date().toISOString()
           const owed: ReadonlyArray<Publication> = [
+            ...changed.map(({ added, removed, row }) => ({
+              subject: subjects.event("email.labels_changed"),
+              data: encodeJson({
+                event: "email.labels_changed",
+                timestamp,
+                namespace: userId,
+                data: { ...toFields(row), added, removed } satisfies LabelsChanged
+              }),
+              msgId: `email.labels_changed:${newId("lbl")}`
+            })),
             ...[...new Set(forwards.map((f) => f.emailId))].flatMap((emailId) =>
               forwardPublications(emailId, forwards.filter((f) => f.emailId === emailId).map((f) => f.domain))
             ),
@@ -151,20 +162,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           yield* stage(sql, owed)
           return { updated, changed, owed }
         }))
-        // Announced once the change is committed; the change stands whether or not the events go out.
-        yield* Effect.forEach(result.changed, ({ added, removed, row }) =>
-          bus.publish(
-            subjects.event("email.labels_changed"),
-            encodeJson({
-              event: "email.labels_changed",
-              timestamp: new Date().toISOString(),
-              namespace: userId,
-              data: { ...toFields(row), added, removed } satisfies LabelsChanged
-            }),
-            { msgId: `email.labels_changed:${newId("lbl")}` }
-          ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
-          discard: true
-        })
+        // Announced once the change is committed.
         yield* deliver(sql, bus, result.owed)
         return result.updated
       })

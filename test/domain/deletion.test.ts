@@ -8,8 +8,8 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue } from "effect"
-import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
+import { sweepOutbox } from "../../services/bus/outbox.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Deletions } from "../../services/mail/deletion.ts"
 import { Emails } from "../../services/mail/emails.ts"
@@ -20,11 +20,13 @@ import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
 import { hashedVector, indexerWith } from "../support/search-services.ts"
 import { insertEmail, insertMailbox, type Mailbox, newInbound } from "../support/seed-mail.ts"
+import { makeRefusingBus } from "../support/refusing-bus.ts"
 import { insertUser } from "../support/users.ts"
 
+const refusingBus = makeRefusingBus()
 const services = Layer.mergeAll(Deletions.Default, Emails.Default, Stats.Default).pipe(
   Layer.provideMerge(indexerWith()),
-  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(refusingBus.layer),
   Layer.provide(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)
 )
@@ -101,6 +103,16 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       })
       // Deleted is gone: asked again, it is not found.
       expect(yield* failure(deletions.emails(userId, [doomed.id]))).toMatchObject({ code: "NOT_FOUND", details: { email_id: doomed.id } })
+
+      // Deleted while the bus is down: deleted all the same, and announced once the bus is back (the outbox's sweep).
+      expect(yield* refusingBus.whileRefusing(deletions.emails(userId, [kept.id]))).toEqual({ deleted: 1, email_ids: [kept.id] })
+      expect(yield* Queue.poll(announced)).toMatchObject({ _tag: "None" })
+      yield* sql`UPDATE outbox SET attempted_at = now() - interval '1 minute' WHERE msg_id = ${`email.deleted:${kept.id}`}`
+      expect(yield* sweepOutbox).toBe(1)
+      expect(yield* Queue.take(announced).pipe(Effect.timeout(Duration.seconds(10)))).toMatchObject({
+        event: "email.deleted",
+        data: { email_id: kept.id, thread_id: "thr_deletion_1" }
+      })
     }))
 
   it.effect("a deleted email's message delivered again by the bus is not stored again", () =>
