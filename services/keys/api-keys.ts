@@ -4,14 +4,14 @@
  * and `rateLimit` follow the owner's current plan.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect } from "effect"
+import { Effect } from "effect"
 import { AccountActivity } from "../accounts/activity.ts"
 import { CredentialUse } from "../accounts/credential-use.ts"
 import { Principals } from "../accounts/principals.ts"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { deliver, stage } from "../bus/outbox.ts"
 import { NotFound } from "../errors.ts"
-import { DependencyHealth } from "../health/dependency-health.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
@@ -44,7 +44,6 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
     const sql = yield* SqlClient.SqlClient
     const activity = yield* AccountActivity
     const usage = yield* CredentialUse
-    const health = yield* DependencyHealth
     const bus = yield* Bus
     const principals = yield* Principals
 
@@ -56,45 +55,51 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const mailboxIds = input.mailboxIds === undefined || input.mailboxIds === null
         ? null
         : yield* ownedMailboxes(sql, userId, input.mailboxIds, "mailboxIds")
-      const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
-        WITH inserted AS (
-          INSERT INTO api_keys ${
-        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt, mailboxIds, permission })
-      }
-          RETURNING created_at, user_id)
-        SELECT i.created_at, s.plan FROM inserted i JOIN subscriptions s ON s.user_id = i.user_id`
-      const row = rows[0]!
-      const created: CreatedApiKey = {
-        keyId,
-        name: input.name,
-        apiKey,
-        keyPrefix: maskKey(apiKey),
-        plan: row.plan,
-        rateLimit: limits[row.plan].requests.perMinute,
-        createdAt: row.createdAt.toISOString(),
-        expirationTs: expiresAt?.toISOString() ?? null,
-        mailboxIds,
-        permission
-      }
-      // The key exists whether or not the event goes out; webhook delivery guarantees start at the bus.
-      yield* bus.publish(
-        subjects.event("api_key.created"),
-        encodeJson({
-          event: "api_key.created",
-          timestamp: new Date().toISOString(),
-          namespace: userId,
-          data: {
-            keyId,
-            name: created.name,
-            keyPrefix: created.keyPrefix,
-            createdAt: created.createdAt,
-            expirationTs: created.expirationTs,
-            mailboxIds,
-            permission
-          }
-        }),
-        { msgId: `api_key.created:${keyId}` }
-      ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))
+      // The key and its announcement are written together (bus/outbox.ts): a bus that is down delays
+      // api_key.created, never loses it.
+      const { created, owed } = yield* sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
+          WITH inserted AS (
+            INSERT INTO api_keys ${
+          sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt, mailboxIds, permission })
+        }
+            RETURNING created_at, user_id)
+          SELECT i.created_at, s.plan FROM inserted i JOIN subscriptions s ON s.user_id = i.user_id`
+        const row = rows[0]!
+        const created: CreatedApiKey = {
+          keyId,
+          name: input.name,
+          apiKey,
+          keyPrefix: maskKey(apiKey),
+          plan: row.plan,
+          rateLimit: limits[row.plan].requests.perMinute,
+          createdAt: row.createdAt.toISOString(),
+          expirationTs: expiresAt?.toISOString() ?? null,
+          mailboxIds,
+          permission
+        }
+        const owed = [{
+          subject: subjects.event("api_key.created"),
+          data: encodeJson({
+            event: "api_key.created",
+            timestamp: new Date().toISOString(),
+            namespace: userId,
+            data: {
+              keyId,
+              name: created.name,
+              keyPrefix: created.keyPrefix,
+              createdAt: created.createdAt,
+              expirationTs: created.expirationTs,
+              mailboxIds,
+              permission
+            }
+          }),
+          msgId: `api_key.created:${keyId}`
+        }]
+        yield* stage(sql, owed)
+        return { created, owed }
+      }))
+      yield* deliver(sql, bus, owed)
       yield* activity.record(userId, "api_key_created", { keyId, name: created.name, permission })
       return created
     })

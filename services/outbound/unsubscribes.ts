@@ -15,11 +15,11 @@
  * its email is deleted, and again after the account lifted the suppression (the person's wish stands).
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
-import { DependencyHealth } from "../health/dependency-health.ts"
+import { deliver, stage } from "../bus/outbox.ts"
 import type { UnsubscribedEventData } from "./schemas.ts"
 import { OutboundSettings } from "./settings.ts"
 
@@ -58,7 +58,6 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
-    const health = yield* DependencyHealth
     const { appUrl } = yield* OutboundSettings
 
     /**
@@ -108,26 +107,30 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
       if (Option.isNone(found)) return Option.none<UnsubscribeLink>()
       const link = found.value
       const now = new Date()
+      const data: UnsubscribedEventData = {
+        email_id: link.emailId,
+        message_id: link.messageId,
+        mailbox_id: link.mailboxId,
+        recipient: link.address
+      }
+      // The account is told with the change (bus/outbox.ts): a bus that is down delays it, never loses it.
+      const owed = [{
+        subject: subjects.event("email.unsubscribed"),
+        data: encodeJson({ event: "email.unsubscribed", timestamp: now.toISOString(), namespace: link.userId, data }),
+        msgId: `email.unsubscribed:${link.emailId}:${link.address}:${now.getTime()}`
+      }]
       const added = yield* sql.withTransaction(Effect.gen(function*() {
         yield* sql`UPDATE unsubscribe_links SET used_at = coalesce(used_at, ${now}) WHERE token_sha256 = ${tokenSha256}`
-        return yield* sql`
+        const added = yield* sql`
           INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
           VALUES (${link.userId}, ${link.address}, 'unsubscribed', 'Unsubscribed with the message''s List-Unsubscribe link', ${link.emailId})
           ON CONFLICT (user_id, address) DO NOTHING
           RETURNING 1`
+        if (added.length > 0) yield* stage(sql, owed)
+        return added
       }))
       if (added.length > 0) {
-        const data: UnsubscribedEventData = {
-          email_id: link.emailId,
-          message_id: link.messageId,
-          mailbox_id: link.mailboxId,
-          recipient: link.address
-        }
-        yield* bus.publish(
-          subjects.event("email.unsubscribed"),
-          encodeJson({ event: "email.unsubscribed", timestamp: now.toISOString(), namespace: link.userId, data }),
-          { msgId: `email.unsubscribed:${link.emailId}:${link.address}:${now.getTime()}` }
-        ).pipe(Effect.catchAll((error) => health.report("email.unsubscribed not published", Cause.fail(error))))
+        yield* deliver(sql, bus, owed)
         yield* Effect.logInfo("A recipient unsubscribed").pipe(Effect.annotateLogs({ email_id: link.emailId, user_id: link.userId }))
       }
       return Option.some<UnsubscribeLink>({ address: link.address, sender: link.sender, suppressed: true })

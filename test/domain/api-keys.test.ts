@@ -8,25 +8,27 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Queue, Redacted } from "effect"
-import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Administration } from "../../services/accounts/administration.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { MailboxReach } from "../../services/accounts/reach.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
+import { sweepOutbox } from "../../services/bus/outbox.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { Emails } from "../../services/mail/emails.ts"
 import { testDatabase } from "../support/database.ts"
 import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
+import { makeRefusingBus } from "../support/refusing-bus.ts"
 import { testSecret } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 import { sleep } from "../support/wait.ts"
 
+const refusingBus = makeRefusingBus()
 const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default, Administration.Default, MailboxReach.Default, Emails.Default).pipe(
   Layer.provideMerge(Principals.Default),
-  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(refusingBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
 )
@@ -95,6 +97,17 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
         data: { keyId: created.keyId, name: "ci", keyPrefix: created.keyPrefix, mailboxIds: null, permission: "full_access" }
       })
       expect(JSON.stringify(event)).not.toContain(created.apiKey)
+
+      // Made while the bus is down: made all the same, and announced once it is back (the outbox's sweep).
+      const unheard = yield* refusingBus.whileRefusing(keys.create(user.userId, { name: "during an outage" }))
+      expect((yield* authenticate(unheard.apiKey)).userId).toBe(user.userId)
+      expect(yield* Queue.poll(announced)).toMatchObject({ _tag: "None" })
+      yield* sql`UPDATE outbox SET attempted_at = now() - interval '1 minute' WHERE msg_id = ${`api_key.created:${unheard.keyId}`}`
+      expect(yield* sweepOutbox).toBe(1)
+      expect(yield* Queue.take(announced).pipe(Effect.timeout(Duration.seconds(10)))).toMatchObject({
+        event: "api_key.created",
+        data: { keyId: unheard.keyId, name: "during an outage" }
+      })
     }))
 
   it.effect("a key's plan and rate limit follow its owner's current plan", () =>
