@@ -17,8 +17,8 @@
  *   from the mailbox id, so a dry run previews exactly what applying does (unless the address is
  *   taken in between).
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Either, Option } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, Either, Option, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { newId } from "../accounts/tokens.ts"
 import { Dns, type DnsError } from "../dns/dns.ts"
@@ -59,19 +59,28 @@ export interface Owner {
   readonly plan: Plan
 }
 
-interface DomainRow {
-  readonly id: string
-  readonly name: string
-  readonly verificationToken: string
-  readonly verified: boolean
-  readonly mxConfigured: boolean
-  readonly dkimConfigured: boolean
-  readonly spfConfigured: boolean
-  readonly dmarcConfigured: boolean
-  readonly createdAt: Date
-  readonly mailboxCount: string | number
-  readonly catchAllMailboxId: string | null
-}
+/**
+ * A domain as its table holds it, with its active mailboxes counted, decoded as it is read (SqlSchema):
+ * a row that does not read so is a bug here or in a migration, a defect rather than a failure of the request.
+ */
+const DomainRow = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  verificationToken: Schema.String,
+  verified: Schema.Boolean,
+  mxConfigured: Schema.Boolean,
+  dkimConfigured: Schema.Boolean,
+  spfConfigured: Schema.Boolean,
+  dmarcConfigured: Schema.Boolean,
+  createdAt: Schema.DateFromSelf,
+  /** A count(*), a bigint: the client reads it as a string. */
+  mailboxCount: Schema.NumberFromString,
+  catchAllMailboxId: Schema.NullOr(Schema.String)
+})
+type DomainRow = typeof DomainRow.Type
+
+/** A count(*) as `n`: a bigint, which the client reads as a string. */
+const CountRow = Schema.Struct({ n: Schema.NumberFromString })
 
 const toDomain = (row: DomainRow, receives: boolean, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
   domain_id: row.id,
@@ -84,7 +93,7 @@ const toDomain = (row: DomainRow, receives: boolean, dnsRecords: ReadonlyArray<D
   spf_configured: row.spfConfigured,
   dmarc_configured: row.dmarcConfigured,
   created_at: row.createdAt.toISOString(),
-  mailbox_count: Number(row.mailboxCount),
+  mailbox_count: row.mailboxCount,
   catch_all_mailbox_id: row.catchAllMailboxId,
   dns_records: dnsRecords
 })
@@ -166,9 +175,45 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.user_id = d.user_id AND m.status = 'active') AS mailbox_count`)
     const select = sql`SELECT ${columns} FROM domains d`
 
+    const findRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, domainId: Schema.String }),
+      Result: DomainRow,
+      execute: ({ domainId, userId }) => sql`${select} WHERE d.id = ${domainId} AND d.user_id = ${userId}`
+    })
+
     const find = (owner: Owner, domainId: string) =>
-      sql<DomainRow>`${select} WHERE d.id = ${domainId} AND d.user_id = ${owner.userId}`.pipe(
-        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(domainId))))
+      findRow({ userId: owner.userId, domainId }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(notFound(domainId)), onSome: Effect.succeed }))
+      )
+
+    const selectRows = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        ascending: Schema.Boolean,
+        page: Schema.optional(Schema.Struct({ limit: Schema.Number, offset: Schema.Number }))
+      }),
+      Result: DomainRow,
+      execute: ({ ascending, page, userId }) => {
+        const order = sql.literal(ascending ? "ASC" : "DESC")
+        return sql`
+          ${select} WHERE d.user_id = ${userId}
+          ORDER BY d.created_at ${order}, d.id ${order}
+          ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`
+      }
+    })
+
+    const countRow = SqlSchema.single({
+      Request: Schema.String,
+      Result: CountRow,
+      execute: (userId) => sql`SELECT count(*) AS n FROM domains WHERE user_id = ${userId}`
+    })
+
+    /** How many domains `userId` has registered. */
+    const domainCount = (userId: string) =>
+      countRow(userId).pipe(
+        Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }),
+        Effect.map((row) => row.n)
       )
 
     /**
@@ -202,14 +247,10 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     /** The owner's domains (with a page, that page), newest first unless asked otherwise; meta's domain_count counts them all. */
     const list = Effect.fn("Domains.list")(function*(owner: Owner, page?: Page, direction: Direction = "desc") {
-      const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
-      const rows = yield* sql<DomainRow>`
-        ${select} WHERE d.user_id = ${owner.userId}
-        ORDER BY d.created_at ${order}, d.id ${order}
-        ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`
-      const total = page === undefined
-        ? rows.length
-        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`)[0]?.n ?? 0)
+      const rows = yield* selectRows({ userId: owner.userId, ascending: direction === "asc", page }).pipe(
+        Effect.catchTag("ParseError", Effect.die)
+      )
+      const total = page === undefined ? rows.length : yield* domainCount(owner.userId)
       return {
         domains: yield* Effect.forEach(rows, present(owner)),
         meta: listMetaOf(owner, total)
@@ -220,6 +261,22 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       new Conflict({ message: `The domain ${name} is already on this account`, details: { domain: name } })
     const verifiedElsewhere = (name: string) =>
       new Conflict({ message: `The domain ${name} is verified by another account`, details: { domain: name } })
+
+    /** None when the name is verified by an account already, or is this account's already. */
+    const insertRow = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, userId: Schema.String, name: Schema.String, verificationToken: Schema.String }),
+      Result: DomainRow,
+      execute: ({ id, name, userId, verificationToken }) =>
+        sql`
+          WITH d AS (
+            INSERT INTO domains (id, user_id, name, verification_token)
+            SELECT ${id}, ${userId}, ${name}, ${verificationToken}
+            WHERE NOT EXISTS (SELECT 1 FROM domains WHERE name = ${name} AND verified)
+            ON CONFLICT (user_id, name) DO NOTHING
+            RETURNING *
+          )
+          SELECT ${columns} FROM d`
+    })
 
     const create = Effect.fn("Domains.create")(function*(owner: Owner, input: string) {
       const name = yield* Either.mapLeft(parseDomainName(input), (problem) => ValidationError.field("domain", problem))
@@ -237,8 +294,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
         const limit = limitOf(owner)
         if (limit !== null) {
-          const counted = yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`
-          const count = Number(counted[0]?.n ?? 0)
+          const count = yield* domainCount(owner.userId)
           if (count >= limit) {
             return yield* new DomainQuotaReached({
               message: limit === 0
@@ -249,27 +305,50 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           }
         }
         // Not over a verified claim; an account's second claim of the name is its unique key's to refuse.
-        const inserted = yield* sql<DomainRow>`
-          WITH d AS (
-            INSERT INTO domains (id, user_id, name, verification_token)
-            SELECT ${newId("dom")}, ${owner.userId}, ${name}, ${`${settings.verifyPrefix}=${randomBytes(16).toString("hex")}`}
-            WHERE NOT EXISTS (SELECT 1 FROM domains WHERE name = ${name} AND verified)
-            ON CONFLICT (user_id, name) DO NOTHING
-            RETURNING *
-          )
-          SELECT ${columns} FROM d`
-        const created = inserted[0]
-        if (!created) {
+        const inserted = yield* insertRow({
+          id: newId("dom"),
+          userId: owner.userId,
+          name,
+          verificationToken: `${settings.verifyPrefix}=${randomBytes(16).toString("hex")}`
+        }).pipe(Effect.catchTag("ParseError", Effect.die))
+        if (Option.isNone(inserted)) {
           const own = yield* sql`SELECT 1 FROM domains WHERE user_id = ${owner.userId} AND name = ${name}`
           return yield* (own.length > 0 ? alreadyOnAccount(name) : verifiedElsewhere(name))
         }
-        return created
+        return inserted.value
       }).pipe(sql.withTransaction)
       return yield* present(owner)(row)
     })
 
     const get = Effect.fn("Domains.get")(function*(owner: Owner, domainId: string) {
       return yield* present(owner)(yield* find(owner, domainId))
+    })
+
+    /** What a verification found, kept; `owned` verifies the domain for good. */
+    const recordFindings = SqlSchema.findOne({
+      Request: Schema.Struct({
+        id: Schema.String,
+        owned: Schema.Boolean,
+        mxConfigured: Schema.Boolean,
+        dkimConfigured: Schema.Boolean,
+        spfConfigured: Schema.Boolean,
+        dmarcConfigured: Schema.Boolean
+      }),
+      Result: DomainRow,
+      execute: ({ dkimConfigured, dmarcConfigured, id, mxConfigured, owned, spfConfigured }) =>
+        sql`
+          WITH d AS (
+            UPDATE domains SET
+              verified = verified OR ${owned},
+              verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
+              mx_configured = ${mxConfigured},
+              dkim_configured = ${dkimConfigured},
+              spf_configured = ${spfConfigured},
+              dmarc_configured = ${dmarcConfigured}
+            WHERE id = ${id}
+            RETURNING *
+          )
+          SELECT ${columns} FROM d`
     })
 
     const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
@@ -297,20 +376,18 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       // SPF is only reported too: an include or redirect that cannot be looked up keeps the last finding.
       const spf = yield* spfConfigured(row.name, txt, settings.spfRecord, dns.txt)
       // The first claim to verify holds the name: another's verification is refused by the unique key.
-      const updated = yield* sql<DomainRow>`
-        WITH d AS (
-          UPDATE domains SET
-            verified = verified OR ${owned},
-            verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
-            mx_configured = ${mxConfigured},
-            dkim_configured = ${dkimConfigured},
-            spf_configured = ${Option.getOrElse(spf, () => row.spfConfigured)},
-            dmarc_configured = ${Option.match(dmarc, { onNone: () => row.dmarcConfigured, onSome: dmarcConfigured })}
-          WHERE id = ${row.id}
-          RETURNING *
-        )
-        SELECT ${columns} FROM d`.pipe(Effect.catchIf(isUniqueViolation, () => Effect.fail(verifiedElsewhere(row.name))))
-      const domain = updated[0] ?? row
+      const updated = yield* recordFindings({
+        id: row.id,
+        owned,
+        mxConfigured,
+        dkimConfigured,
+        spfConfigured: Option.getOrElse(spf, () => row.spfConfigured),
+        dmarcConfigured: Option.match(dmarc, { onNone: () => row.dmarcConfigured, onSome: dmarcConfigured })
+      }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.catchIf(isUniqueViolation, () => Effect.fail(verifiedElsewhere(row.name)))
+      )
+      const domain = Option.getOrElse(updated, () => row)
       if (!domain.verified) {
         return yield* new VerificationFailed({
           message: `The TXT record ${row.verificationToken} was not found at ${row.name}`,
@@ -320,13 +397,21 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       return yield* present(owner)(domain)
     })
 
-    const plan = (owner: Owner, source: string, target: string) =>
-      Effect.gen(function*() {
-        const moving = yield* sql<{ id: string; localPart: string }>`
+    /** The active mailboxes of `domain`, locked for the move. */
+    const mailboxesToMove = SqlSchema.findAll({
+      Request: Schema.Struct({ userId: Schema.String, domain: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String, localPart: Schema.String }),
+      execute: ({ domain, userId }) =>
+        sql`
           SELECT id, local_part FROM mailboxes
-          WHERE user_id = ${owner.userId} AND domain = ${source} AND status = 'active'
+          WHERE user_id = ${userId} AND domain = ${domain} AND status = 'active'
           ORDER BY created_at, id
           FOR UPDATE`
+    })
+
+    const plan = (owner: Owner, source: string, target: string) =>
+      Effect.gen(function*() {
+        const moving = yield* mailboxesToMove({ userId: owner.userId, domain: source }).pipe(Effect.catchTag("ParseError", Effect.die))
         const busy = yield* mailboxes.taken(owner, moving.map((m) => normalizeAddress(m.localPart, target)))
         const claimed = new Set<string>()
         const entries: Array<MigrationEntry & { readonly localPart: string; readonly normalized: string }> = []
@@ -411,7 +496,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     const remove = Effect.fn("Domains.remove")(function*(owner: Owner, domainId: string) {
       const row = yield* find(owner, domainId)
-      const count = Number(row.mailboxCount)
+      const count = row.mailboxCount
       if (count > 0) {
         return yield* new DomainHasMailboxes({
           message: `${count} active mailbox${count === 1 ? "" : "es"} still use${count === 1 ? "s" : ""} ${row.name}; migrate or delete them first`,
