@@ -14,8 +14,8 @@
  * What is forwarded, and how, is decided where mail is stored (store.ts: the copies are queued in the
  * email's own statement) and delivered by the mta (outbound/forwards.ts).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import { opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { ForwardingListFull, NotFound, RateLimited, ValidationError } from "../errors.ts"
 import { type ForwardingAddress, MAX_FORWARDS } from "./forward-rules.ts"
@@ -29,6 +29,17 @@ import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 /** How long the mta tries to deliver a confirmation link (a new one can be asked for at any time). */
 const LINK_DELIVERY_HOURS = 24
 
+/** A forwarding as its link finds it: the address, its mailbox's, and whether its owner agreed. */
+const LinkRow = Schema.Struct({
+  mailboxId: Schema.String,
+  address: Schema.String,
+  confirmedAt: Schema.NullOr(Schema.DateFromSelf),
+  mailbox: Schema.String
+})
+
+/** One forwarding address of a mailbox. */
+const ForwardKey = Schema.Struct({ mailboxId: Schema.String, address: Schema.String })
+
 /** What a link's page shows. */
 export interface ForwardingLink {
   /** The mailbox whose mail is forwarded. */
@@ -37,14 +48,19 @@ export interface ForwardingLink {
   readonly active: boolean
 }
 
-interface ForwardRow {
-  readonly mailboxId: string
-  readonly address: string
-  readonly createdAt: Date
-  readonly confirmedAt: Date | null
-  readonly suspendedAt: Date | null
-  readonly suspendedReason: string | null
-}
+/**
+ * A forwarding address as its table holds it, decoded as it is read (SqlSchema): a row that does not
+ * read so is a bug here or in a migration, a defect rather than a failure of the request.
+ */
+const ForwardRow = Schema.Struct({
+  mailboxId: Schema.String,
+  address: Schema.String,
+  createdAt: Schema.DateFromSelf,
+  confirmedAt: Schema.NullOr(Schema.DateFromSelf),
+  suspendedAt: Schema.NullOr(Schema.DateFromSelf),
+  suspendedReason: Schema.NullOr(Schema.String)
+})
+type ForwardRow = typeof ForwardRow.Type
 
 const FORWARD_COLUMNS = "mailbox_id, address, created_at, confirmed_at, suspended_at, suspended_reason"
 
@@ -69,21 +85,71 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
     const limiter = yield* RateLimiter
     const { appUrl } = yield* OutboundSettings
 
+    const ownAddressRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, mailboxId: Schema.String }),
+      Result: Schema.Struct({ address: Schema.String }),
+      execute: ({ mailboxId, userId }) =>
+        sql`
+          SELECT lower(local_part || '@' || domain) AS address FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+    })
+
     /** The address of `userId`'s active mailbox `mailboxId`; else its 404. */
     const ownAddress = (userId: string, mailboxId: string) =>
-      Effect.flatMap(
-        sql<{ address: string }>`
-          SELECT lower(local_part || '@' || domain) AS address FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
-        (rows) => (rows[0] === undefined ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.succeed(rows[0].address))
+      ownAddressRow({ userId, mailboxId }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(mailboxNotFound(mailboxId)), onSome: (row) => Effect.succeed(row.address) }))
       )
+
+    const forwardRows = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: ForwardRow,
+      execute: (mailboxId) =>
+        sql`
+          SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}
+          ORDER BY created_at, address`
+    })
 
     /** The mailbox's forwarding addresses, oldest first. */
     const list = Effect.fn("Forwarding.list")(function*(userId: string, mailboxId: string) {
       yield* ownMailbox(sql, userId, mailboxId)
-      const rows = yield* sql<ForwardRow>`
-        SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}
-        ORDER BY created_at, address`
+      const rows = yield* forwardRows(mailboxId).pipe(Effect.catchTag("ParseError", Effect.die))
       return rows.map(toForwarding)
+    })
+
+    /** None when the address is the mailbox's already, or the mailbox forwards to MAX_FORWARDS addresses. */
+    const insertRow = SqlSchema.findOne({
+      Request: Schema.Struct({
+        ...ForwardKey.fields,
+        userId: Schema.String,
+        domain: Schema.String,
+        tokenSha256: Schema.String,
+        confirmedAt: Schema.NullOr(Schema.DateFromSelf)
+      }),
+      Result: ForwardRow,
+      execute: (f) =>
+        sql`
+          INSERT INTO mailbox_forwards (mailbox_id, user_id, address, domain, token_sha256, confirmed_at)
+          SELECT ${f.mailboxId}, ${f.userId}, ${f.address}, ${f.domain}, ${f.tokenSha256}, ${f.confirmedAt}
+          WHERE (SELECT count(*) FROM mailbox_forwards WHERE mailbox_id = ${f.mailboxId}) < ${MAX_FORWARDS}
+          ON CONFLICT DO NOTHING
+          RETURNING ${sql.literal(FORWARD_COLUMNS)}`
+    })
+
+    const forwardRow = SqlSchema.findOne({
+      Request: ForwardKey,
+      Result: ForwardRow,
+      execute: ({ address, mailboxId }) =>
+        sql`SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+    })
+
+    /** The address's suspension lifted; none when it is gone meanwhile. */
+    const resumeRow = SqlSchema.findOne({
+      Request: ForwardKey,
+      Result: ForwardRow,
+      execute: ({ address, mailboxId }) =>
+        sql`
+          UPDATE mailbox_forwards SET suspended_at = NULL, suspended_reason = NULL
+          WHERE mailbox_id = ${mailboxId} AND address = ${address} RETURNING ${sql.literal(FORWARD_COLUMNS)}`
     })
 
     /** Mail `address` the link that confirms forwarding `mailbox`'s mail to it. */
@@ -122,42 +188,42 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
       const token = opaqueToken(TOKEN_PREFIX)
       const confirmedAt = own.length > 0 ? new Date() : null
       // Inserted only while the mailbox has room; an address already there is left to the code below.
-      const inserted = yield* sql<ForwardRow>`
-        INSERT INTO mailbox_forwards (mailbox_id, user_id, address, domain, token_sha256, confirmed_at)
-        SELECT ${mailboxId}, ${userId}, ${address}, ${domainOf(address)}, ${sha256(token)}, ${confirmedAt}
-        WHERE (SELECT count(*) FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}) < ${MAX_FORWARDS}
-        ON CONFLICT DO NOTHING
-        RETURNING ${sql.literal(FORWARD_COLUMNS)}`
-      if (inserted[0] !== undefined) {
+      const inserted = yield* insertRow({
+        mailboxId,
+        userId,
+        address,
+        domain: domainOf(address),
+        tokenSha256: sha256(token),
+        confirmedAt
+      }).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isSome(inserted)) {
         if (confirmedAt === null) {
           yield* mailLink(userId, mailbox, address, token).pipe(
             // Not mailed (over the allowance): not kept either, so that adding it later mails the link.
             Effect.tapError(() => sql`DELETE FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`)
           )
         }
-        return { forwarding: toForwarding(inserted[0]), created: true }
+        return { forwarding: toForwarding(inserted.value), created: true }
       }
-      const existing = yield* sql<ForwardRow>`
-        SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`
-      if (existing[0] === undefined) {
+      const found = yield* forwardRow({ mailboxId, address }).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isNone(found)) {
         return yield* new ForwardingListFull({
           message: `This mailbox forwards to ${MAX_FORWARDS} addresses already; remove one first`,
           details: { limit: MAX_FORWARDS, mailbox_id: mailboxId }
         })
       }
-      if (existing[0].suspendedAt !== null) {
+      const existing = found.value
+      if (existing.suspendedAt !== null) {
         // Added again after its copies were refused: the account says the address works now.
-        const resumed = yield* sql<ForwardRow>`
-          UPDATE mailbox_forwards SET suspended_at = NULL, suspended_reason = NULL
-          WHERE mailbox_id = ${mailboxId} AND address = ${address} RETURNING ${sql.literal(FORWARD_COLUMNS)}`
-        return { forwarding: toForwarding(resumed[0] ?? existing[0]), created: false }
+        const resumed = yield* resumeRow({ mailboxId, address }).pipe(Effect.catchTag("ParseError", Effect.die))
+        return { forwarding: toForwarding(Option.getOrElse(resumed, () => existing)), created: false }
       }
-      if (existing[0].confirmedAt === null) {
+      if (existing.confirmedAt === null) {
         // Asked again: a new link (the earlier one stops working).
         yield* mailLink(userId, mailbox, address, token)
         yield* sql`UPDATE mailbox_forwards SET token_sha256 = ${sha256(token)} WHERE mailbox_id = ${mailboxId} AND address = ${address}`
       }
-      return { forwarding: toForwarding(existing[0]), created: false }
+      return { forwarding: toForwarding(existing), created: false }
     })
 
     /** Stop forwarding to `address`; 404 when the mailbox does not forward to it. */
@@ -171,11 +237,17 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
       return { address, mailbox_id: mailboxId, deleted: true as const }
     })
 
-    const linkRow = (token: string) =>
-      sql<{ mailboxId: string; address: string; mailbox: string; confirmedAt: Date | null }>`
-        SELECT f.mailbox_id, f.address, f.confirmed_at, lower(m.local_part || '@' || m.domain) AS mailbox
-        FROM mailbox_forwards f JOIN mailboxes m ON m.id = f.mailbox_id AND m.status = 'active'
-        WHERE f.token_sha256 = ${sha256(token)}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+    const linkRowOf = SqlSchema.findOne({
+      Request: Schema.Struct({ tokenSha256: Schema.String }),
+      Result: LinkRow,
+      execute: ({ tokenSha256 }) =>
+        sql`
+          SELECT f.mailbox_id, f.address, f.confirmed_at, lower(m.local_part || '@' || m.domain) AS mailbox
+          FROM mailbox_forwards f JOIN mailboxes m ON m.id = f.mailbox_id AND m.status = 'active'
+          WHERE f.token_sha256 = ${tokenSha256}`
+    })
+
+    const linkRow = (token: string) => linkRowOf({ tokenSha256: sha256(token) }).pipe(Effect.catchTag("ParseError", Effect.die))
 
     const toLink = (row: { readonly mailbox: string; readonly address: string }, active: boolean): ForwardingLink => ({
       mailbox: row.mailbox,
