@@ -31,6 +31,7 @@ import {
   type Address,
   type AddressRequest,
   asksForAddress,
+  domainOf,
   type MailboxRequest,
   normalizeAddress,
   parseAddress,
@@ -168,6 +169,17 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         INSERT INTO released_addresses (address_normalized, user_id)
         SELECT DISTINCT unnest(${addresses}::text[]), ${owner.userId}
         ON CONFLICT (address_normalized, user_id) DO UPDATE SET released_at = now()`
+
+    /**
+     * Forwarding to `address` (normalized), or to a subaddress of it, from any account's mailbox, is
+     * suspended with `reason`: the mailbox that took the copies no longer has the address, and after
+     * its 30 days' hold anyone may take it. Added again, such an address is confirmed anew.
+     */
+    const suspendForwardsTo = (address: string, reason: string) =>
+      sql`
+        UPDATE mailbox_forwards SET suspended_at = now(), suspended_reason = ${reason}
+        WHERE domain = ${domainOf(address)} AND suspended_at IS NULL
+          AND regexp_replace(address, '[+][^@]*@', '@') = ${address}`
 
     /** Rules 1-6 (not the quota): the address the request names, if it may be used. */
     const validate = (owner: Owner, request: AddressRequest, exclude: string | undefined) =>
@@ -383,7 +395,10 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
           displayName: displayName === undefined ? before.displayName : displayName
         }).pipe(Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }))
         const previous = normalizeAddress(before.localPart, before.domain)
-        if (previous !== address.normalized) yield* Effect.zipRight(release(owner, [previous]), forgetBounces(address))
+        if (previous !== address.normalized) {
+          yield* Effect.zipRight(release(owner, [previous]), forgetBounces(address))
+          yield* suspendForwardsTo(previous, `Not forwarded: ${previous} was renamed to ${address.normalized}`)
+        }
         return { before, after }
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       // The old address must stop receiving on every node's next RCPT.
@@ -415,6 +430,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         }
         // Its filters could never apply again (an ingest that cached them finds no mail for it).
         yield* sql`DELETE FROM mail_filters WHERE mailbox_id = ${mailboxId}`
+        // Forwarding to its address stops, in every account (another may take the address in 30 days).
+        yield* suspendForwardsTo(normalizeAddress(row.localPart, row.domain), `Not forwarded: the mailbox ${emailAddressOf(row)} was deleted`)
         // A domain whose catch-all it was refuses such mail again.
         yield* sql`UPDATE domains SET catch_all_mailbox_id = NULL WHERE catch_all_mailbox_id = ${mailboxId}`
         // And they no longer count against the account's storage (the plan's limit, mail/inbound.ts).

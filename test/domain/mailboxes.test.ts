@@ -447,4 +447,38 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       expect(taken).toMatchObject({ email_address: held.email_address, namespace: other.userId })
       expect(taken.mailbox_id).not.toBe(held.mailbox_id)
     }))
+
+  it.effect("forwarding to a mailbox's address, from any account, is suspended when the mailbox is deleted or renamed away", () =>
+    Effect.gen(function*() {
+      const mailboxes = yield* Mailboxes
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser("pro")
+      const stranger = yield* insertUser("pro")
+      const target = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const moved = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const mine = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const theirs = yield* create(stranger, { local_part: freshLocal(), domain: SHARED })
+      const forward = (from: { readonly mailbox_id: string; readonly namespace: string }, address: string) =>
+        sql`INSERT INTO mailbox_forwards (mailbox_id, user_id, address, domain, token_sha256, confirmed_at)
+            VALUES (${from.mailbox_id}, ${from.namespace}, ${address}, ${address.split("@")[1]!}, ${uniqueName("tok")}, now())`
+      const [local] = target.email_address.split("@")
+      yield* forward(mine, target.email_address)
+      yield* forward(theirs, `${local}+copies@${SHARED}`)
+      yield* forward(mine, moved.email_address)
+      yield* forward(mine, `${local}x@${SHARED}`)
+      yield* forward(mine, "person@elsewhere.example")
+      const states = () =>
+        sql<{ address: string; suspendedReason: string | null }>`
+          SELECT address, suspended_reason FROM mailbox_forwards WHERE mailbox_id IN (${mine.mailbox_id}, ${theirs.mailbox_id}) ORDER BY address`
+
+      yield* mailboxes.remove(owner, target.mailbox_id, target.email_address)
+      const renamed = yield* mailboxes.rename(owner, moved.mailbox_id, { local_part: freshLocal(), domain: SHARED })
+      expect(yield* states()).toEqual([
+        { address: `${local}+copies@${SHARED}`, suspendedReason: `Not forwarded: the mailbox ${target.email_address} was deleted` },
+        { address: target.email_address, suspendedReason: `Not forwarded: the mailbox ${target.email_address} was deleted` },
+        { address: `${local}x@${SHARED}`, suspendedReason: null },
+        { address: moved.email_address, suspendedReason: `Not forwarded: ${moved.email_address} was renamed to ${renamed.mailbox.email_address}` },
+        { address: "person@elsewhere.example", suspendedReason: null }
+      ].sort((a, b) => (a.address < b.address ? -1 : 1)))
+    }))
 })
