@@ -13,7 +13,7 @@
  * - A mailbox's filters go when the mailbox is deleted (mailboxes.ts); a mailbox that is not the
  *   caller's is 404, a filter that is not the caller's too.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Array as Arr, Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { groupCommit } from "../batching.ts"
@@ -34,6 +34,7 @@ import {
   type FilterActions,
   FilterConditions,
   type FilterInput,
+  filterSortFields,
   type FilterSortField,
   type FilterUpdate,
   type MailFacts,
@@ -44,12 +45,17 @@ import {
 import { applyChange, checkChange, type LabelChange, MAX_BATCH, MAX_LABELS } from "./label-rules.ts"
 import { Labels } from "./labels.ts"
 import { fromAuthors } from "./parse.ts"
-import { ccColumns, ccOf, type HeaderValue } from "./records.ts"
+import { ccColumns, ccOf } from "./records.ts"
+import { Headers } from "./schemas.ts"
 
 /** Emails read, and changed, at a time while applying. */
 const APPLY_PAGE = 500
 const FLUSH_EVERY = Duration.seconds(5)
 
+/**
+ * A filter as its table holds it, decoded as it is read (SqlSchema): a row that does not read so is a
+ * bug here or in a migration, a defect rather than a failure of the request.
+ */
 const FilterRow = Schema.Struct({
   id: Schema.String,
   userId: Schema.String,
@@ -65,7 +71,20 @@ const FilterRow = Schema.Struct({
   updatedAt: Schema.DateFromSelf
 })
 type FilterRow = typeof FilterRow.Type
-const decodeRows = Schema.decodeUnknown(Schema.Array(FilterRow))
+
+/** A count(*) as `total`: a bigint, which the client reads as a string. */
+const CountRow = Schema.Struct({ total: Schema.NumberFromString })
+
+/** A filter's columns as a statement writes them: the conditions as JSON text, checked and normalised. */
+const FilterWrite = Schema.Struct({
+  userId: Schema.String,
+  mailboxId: Schema.NullOr(Schema.String),
+  name: Schema.NullOr(Schema.String),
+  enabled: Schema.Boolean,
+  conditions: Schema.String,
+  addLabels: Schema.Array(Schema.String),
+  removeLabels: Schema.Array(Schema.String)
+})
 
 // The count as a float: a bigint comes back as a string from one driver and a number from the other.
 // The conditions as text: the client would rename their snake_case keys as it does column names.
@@ -87,23 +106,25 @@ interface FilterSet {
 const changeOf = (row: FilterRow): LabelChange => ({ add: row.addLabels, remove: row.removeLabels })
 
 /** A received email as a filter's run over past mail reads it. */
-interface ReceivedRow {
-  readonly id: string
-  readonly mailboxId: string
-  readonly fromAddress: string
+const ReceivedRow = Schema.Struct({
+  id: Schema.String,
+  mailboxId: Schema.String,
+  fromAddress: Schema.String,
   /** The stored From header (every From field): null when the filter has no `from` condition. */
-  readonly fromHeader: HeaderValue | null
-  readonly toAddresses: ReadonlyArray<string>
-  readonly ccAddresses: ReadonlyArray<string> | null
+  fromHeader: Schema.NullOr(Headers.value),
+  toAddresses: Schema.Array(Schema.String),
+  ccAddresses: Schema.NullOr(Schema.Array(Schema.String)),
   /** The stored Cc header, for an email stored before its Cc was kept (records.ts `ccOf`). */
-  readonly ccHeader: HeaderValue | null
-  readonly rcptTo: string
-  readonly subject: string
-  readonly body: string
-  readonly hasAttachments: boolean
-  readonly labels: ReadonlyArray<string>
-  readonly receivedAt: string
-}
+  ccHeader: Schema.NullOr(Headers.value),
+  rcptTo: Schema.String,
+  subject: Schema.String,
+  body: Schema.String,
+  hasAttachments: Schema.Boolean,
+  labels: Schema.Array(Schema.String),
+  /** As text, which keeps the microseconds a Date drops. */
+  receivedAt: Schema.String
+})
+type ReceivedRow = typeof ReceivedRow.Type
 
 /** The facts ingest gave the filters when the email arrived (ingest.ts), as its stored row holds them. */
 const factsOf = (email: ReceivedRow): MailFacts => ({
@@ -168,21 +189,33 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       }
     }
 
-    const rowsOf = (rows: ReadonlyArray<unknown>) => Effect.orDie(decodeRows(rows))
+    const filterRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, filterId: Schema.String }),
+      Result: FilterRow,
+      execute: ({ filterId, userId }) => sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE id = ${filterId} AND user_id = ${userId}`
+    })
 
     const findRow = (userId: string, filterId: string) =>
-      Effect.flatMap(
-        sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE id = ${filterId} AND user_id = ${userId}`,
-        (rows) => Effect.flatMap(rowsOf(rows), (found) => found[0] === undefined ? Effect.fail(filterNotFound(filterId)) : Effect.succeed(found[0]))
+      filterRow({ userId, filterId }).pipe(
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.flatMap(Option.match({ onNone: () => Effect.fail(filterNotFound(filterId)), onSome: Effect.succeed }))
       )
+
+    /** The filters of every one of `userIds`, in the order they apply. */
+    const filterRowsOf = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: FilterRow,
+      execute: (userIds) =>
+        sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE user_id = ANY(${[...new Set(userIds)]}::text[]) ORDER BY created_at, id`
+    })
 
     /** Each account's filters asked for at once, in one statement (a burst of mail to many accounts). */
     const lookup = yield* groupCommit({
       maxBatch: 64,
       parallel: 2,
       run: (userIds: ReadonlyArray<string>) =>
-        sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE user_id = ANY(${[...new Set(userIds)]}::text[]) ORDER BY created_at, id`.pipe(
-          Effect.flatMap(rowsOf),
+        filterRowsOf(userIds).pipe(
+          Effect.catchTag("ParseError", Effect.die),
           Effect.map((rows) =>
             userIds.map((userId): FilterSet => ({
               userId,
@@ -225,6 +258,32 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
     yield* Effect.addFinalizer(() => flush)
     yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
 
+    /** The account's filters, or those of one of its mailboxes. */
+    const ofAccount = (userId: string, mailboxId: string | undefined) =>
+      mailboxId === undefined ? sql`user_id = ${userId}` : sql`user_id = ${userId} AND mailbox_id = ${mailboxId}`
+
+    const listRows = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        mailboxId: Schema.optional(Schema.String),
+        sort: Schema.Struct({ field: Schema.Literal(...filterSortFields), ascending: Schema.Boolean }),
+        page: Schema.Struct({ limit: Schema.Number, offset: Schema.Number })
+      }),
+      Result: FilterRow,
+      execute: ({ mailboxId, page, sort, userId }) => {
+        const order = sql.literal(`${sort.field} ${sort.ascending ? "ASC" : "DESC"} NULLS LAST, created_at, id`)
+        return sql`
+          SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE ${ofAccount(userId, mailboxId)}
+          ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
+      }
+    })
+
+    const countRow = SqlSchema.single({
+      Request: Schema.Struct({ userId: Schema.String, mailboxId: Schema.optional(Schema.String) }),
+      Result: CountRow,
+      execute: ({ mailboxId, userId }) => sql`SELECT count(*) AS total FROM mail_filters WHERE ${ofAccount(userId, mailboxId)}`
+    })
+
     /**
      * The account's filters, by default in the order they apply (oldest first); those of one mailbox
      * when `mailboxId` is given. A filter never matched sorts last by last_matched_at either way.
@@ -236,17 +295,30 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       sort: Sort<FilterSortField> = { field: "created_at", direction: "asc" }
     ) {
       if (mailboxId !== undefined) yield* ownMailbox(sql, userId, mailboxId)
-      const which = mailboxId === undefined ? sql`user_id = ${userId}` : sql`user_id = ${userId} AND mailbox_id = ${mailboxId}`
-      const order = sql.literal(`${sort.field} ${sort.direction === "asc" ? "ASC" : "DESC"} NULLS LAST, created_at, id`)
-      const rows = yield* rowsOf(yield* sql`
-        SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE ${which}
-        ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`)
-      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM mail_filters WHERE ${which}`
-      return { data: rows.map(toFilter), total: Number(counted[0]?.total ?? 0) }
+      const rows = yield* listRows({ userId, mailboxId, sort: { field: sort.field, ascending: sort.direction === "asc" }, page }).pipe(
+        Effect.catchTag("ParseError", Effect.die)
+      )
+      const counted = yield* countRow({ userId, mailboxId }).pipe(
+        Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die })
+      )
+      return { data: rows.map(toFilter), total: counted.total }
     })
 
     const get = Effect.fn("Filters.get")(function*(userId: string, filterId: string) {
       return toFilter(yield* findRow(userId, filterId))
+    })
+
+    /** None when the account has MAX_FILTERS filters already. */
+    const insertRow = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, ...FilterWrite.fields }),
+      Result: FilterRow,
+      execute: (f) =>
+        sql`
+          INSERT INTO mail_filters (id, user_id, mailbox_id, name, enabled, conditions, add_labels, remove_labels)
+          SELECT ${f.id}, ${f.userId}, ${f.mailboxId}::text, ${f.name}::text, ${f.enabled},
+                 ${f.conditions}::jsonb, ${[...f.addLabels]}::text[], ${[...f.removeLabels]}::text[]
+          WHERE (SELECT count(*) FROM mail_filters WHERE user_id = ${f.userId}) < ${MAX_FILTERS}
+          RETURNING ${sql.literal(COLUMNS)}`
     })
 
     const create = Effect.fn("Filters.create")(function*(userId: string, input: FilterInput) {
@@ -254,20 +326,36 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       const change = yield* checkActions(input.actions)
       const mailboxId = input.mailbox_id ?? null
       if (mailboxId !== null) yield* ownMailbox(sql, userId, mailboxId)
-      const rows = yield* rowsOf(yield* sql`
-        INSERT INTO mail_filters (id, user_id, mailbox_id, name, enabled, conditions, add_labels, remove_labels)
-        SELECT ${newId("flt")}, ${userId}, ${mailboxId}::text, ${input.name?.trim() ?? null}::text, ${input.enabled ?? true},
-               ${JSON.stringify(conditions)}::jsonb, ${[...change.add]}::text[], ${[...change.remove]}::text[]
-        WHERE (SELECT count(*) FROM mail_filters WHERE user_id = ${userId}) < ${MAX_FILTERS}
-        RETURNING ${sql.literal(COLUMNS)}`)
-      if (rows[0] === undefined) {
+      const inserted = yield* insertRow({
+        id: newId("flt"),
+        userId,
+        mailboxId,
+        name: input.name?.trim() ?? null,
+        enabled: input.enabled ?? true,
+        conditions: JSON.stringify(conditions),
+        addLabels: change.add,
+        removeLabels: change.remove
+      }).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isNone(inserted)) {
         return yield* new FilterQuotaReached({
           message: `The account has ${MAX_FILTERS} filters already; delete one first`,
           details: { limit: MAX_FILTERS }
         })
       }
       yield* cache.changed(userId)
-      return toFilter(rows[0])
+      return toFilter(inserted.value)
+    })
+
+    const updateRow = SqlSchema.findOne({
+      Request: Schema.Struct({ filterId: Schema.String, ...FilterWrite.fields }),
+      Result: FilterRow,
+      execute: (f) =>
+        sql`
+          UPDATE mail_filters SET mailbox_id = ${f.mailboxId}::text, name = ${f.name}::text, enabled = ${f.enabled},
+            conditions = ${f.conditions}::jsonb, add_labels = ${[...f.addLabels]}::text[],
+            remove_labels = ${[...f.removeLabels]}::text[], updated_at = now()
+          WHERE id = ${f.filterId} AND user_id = ${f.userId}
+          RETURNING ${sql.literal(COLUMNS)}`
     })
 
     const update = Effect.fn("Filters.update")(function*(userId: string, filterId: string, input: FilterUpdate) {
@@ -277,15 +365,19 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       const mailboxId = input.mailbox_id === undefined ? before.mailboxId : input.mailbox_id
       if (mailboxId !== null && mailboxId !== before.mailboxId) yield* ownMailbox(sql, userId, mailboxId)
       const name = input.name === undefined ? before.name : input.name?.trim() ?? null
-      const rows = yield* rowsOf(yield* sql`
-        UPDATE mail_filters SET mailbox_id = ${mailboxId}::text, name = ${name}::text, enabled = ${input.enabled ?? before.enabled},
-          conditions = ${JSON.stringify(conditions)}::jsonb, add_labels = ${[...change.add]}::text[],
-          remove_labels = ${[...change.remove]}::text[], updated_at = now()
-        WHERE id = ${filterId} AND user_id = ${userId}
-        RETURNING ${sql.literal(COLUMNS)}`)
-      if (rows[0] === undefined) return yield* filterNotFound(filterId)
+      const updated = yield* updateRow({
+        filterId,
+        userId,
+        mailboxId,
+        name,
+        enabled: input.enabled ?? before.enabled,
+        conditions: JSON.stringify(conditions),
+        addLabels: change.add,
+        removeLabels: change.remove
+      }).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isNone(updated)) return yield* filterNotFound(filterId)
       yield* cache.changed(userId)
-      return toFilter(rows[0])
+      return toFilter(updated.value)
     })
 
     const remove = Effect.fn("Filters.remove")(function*(userId: string, filterId: string) {
@@ -320,6 +412,32 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
         )
       })
 
+    /** A page of received emails a filter's run reads, newest first, from before `before` when given. */
+    const receivedRows = SqlSchema.findAll({
+      Request: Schema.Struct({
+        userId: Schema.String,
+        mailboxId: Schema.NullOr(Schema.String),
+        withFrom: Schema.Boolean,
+        withBody: Schema.Boolean,
+        before: Schema.optional(Schema.Struct({ at: Schema.String, id: Schema.String })),
+        limit: Schema.Number
+      }),
+      Result: ReceivedRow,
+      execute: ({ before, limit, mailboxId, userId, withBody, withFrom }) =>
+        sql`
+          SELECT e.id, e.mailbox_id, e.from_address, ${withFrom ? sql`e.headers->'from'` : sql`NULL`} AS from_header,
+                 e.to_addresses, ${sql.literal(ccColumns)}, e.rcpt_to, e.subject,
+                 ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
+          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          WHERE e.user_id = ${userId} AND e.direction = 'inbound'
+            -- Blocked mail is announced nowhere: no filter run changes it (nor tells of it).
+            AND NOT (e.labels @> ARRAY['blocked']::text[])
+            ${mailboxId === null ? sql`` : sql`AND e.mailbox_id = ${mailboxId}`}
+            ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}::timestamptz, ${before.id})`}
+          ORDER BY e.received_at DESC, e.id DESC
+          LIMIT ${limit}`
+    })
+
     /**
      * Run the filter over the newest APPLY_LIMIT received emails of its mailbox (or of every active
      * mailbox of the account), whether or not it is enabled: those its conditions hold for are
@@ -339,18 +457,14 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       // Where the last page ended: its received_at as text, which keeps the microseconds a Date drops.
       let before: { readonly at: string; readonly id: string } | undefined
       while (scanned < APPLY_LIMIT) {
-        const rows = yield* sql<ReceivedRow>`
-          SELECT e.id, e.mailbox_id, e.from_address, ${withFrom ? sql`e.headers->'from'` : sql`NULL`} AS from_header,
-                 e.to_addresses, ${sql.literal(ccColumns)}, e.rcpt_to, e.subject,
-                 ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
-          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
-          WHERE e.user_id = ${userId} AND e.direction = 'inbound'
-            -- Blocked mail is announced nowhere: no filter run changes it (nor tells of it).
-            AND NOT (e.labels @> ARRAY['blocked']::text[])
-            ${row.mailboxId === null ? sql`` : sql`AND e.mailbox_id = ${row.mailboxId}`}
-            ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}::timestamptz, ${before.id})`}
-          ORDER BY e.received_at DESC, e.id DESC
-          LIMIT ${Math.min(APPLY_PAGE, APPLY_LIMIT - scanned)}`
+        const rows: ReadonlyArray<ReceivedRow> = yield* receivedRows({
+          userId,
+          mailboxId: row.mailboxId,
+          withFrom,
+          withBody,
+          before,
+          limit: Math.min(APPLY_PAGE, APPLY_LIMIT - scanned)
+        }).pipe(Effect.catchTag("ParseError", Effect.die))
         if (rows.length === 0) break
         scanned += rows.length
         const last = rows[rows.length - 1]!

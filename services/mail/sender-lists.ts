@@ -10,13 +10,22 @@
  * - A list holds at most MAX_ENTRIES_PER_LIST entries (403 SENDER_LIST_FULL). Two adds racing for
  *   the last place may both get it: the cap bounds the lookups' cost, not a promise to the byte.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
 import { ownMailbox } from "../mailboxes/owned.ts"
 import { RecipientDirectory } from "./directory.ts"
-import { type Entry, type EntrySortField, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
+import {
+  type Entry,
+  type EntrySortField,
+  entrySortFields,
+  entryType,
+  ListName,
+  MAX_ENTRIES_PER_LIST,
+  parseEntry,
+  type SenderListEntry
+} from "./sender-list-rules.ts"
 
 /** Whose list: the account's (mailboxId null) or one of its mailboxes'. */
 export interface ListOwner {
@@ -24,9 +33,21 @@ export interface ListOwner {
   readonly mailboxId: string | null
 }
 
-interface EntryRow {
-  readonly entry: string
-  readonly createdAt: Date
+/**
+ * An entry as its table holds it, decoded as it is read (SqlSchema): a row that does not read so is a
+ * bug here or in a migration, a defect rather than a failure of the request.
+ */
+const EntryRow = Schema.Struct({ entry: Schema.String, createdAt: Schema.DateFromSelf })
+type EntryRow = typeof EntryRow.Type
+
+/** A count(*) as `total`: a bigint, which the client reads as a string. */
+const CountRow = Schema.Struct({ total: Schema.NumberFromString })
+
+/** Whose list, as a statement's parameters. */
+const ListRequest = {
+  userId: Schema.String,
+  mailboxId: Schema.NullOr(Schema.String),
+  list: ListName
 }
 
 const toEntry = (owner: ListOwner, list: ListName) => (row: EntryRow): SenderListEntry => ({
@@ -53,6 +74,47 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
         owner.mailboxId === null ? sql`mailbox_id IS NULL` : sql`mailbox_id = ${owner.mailboxId}`
       }`
 
+    const entryRows = SqlSchema.findAll({
+      Request: Schema.Struct({
+        ...ListRequest,
+        sort: Schema.Struct({ field: Schema.Literal(...entrySortFields), ascending: Schema.Boolean }),
+        page: Schema.Struct({ limit: Schema.Number, offset: Schema.Number })
+      }),
+      Result: EntryRow,
+      execute: ({ list, page, sort, ...owner }) => {
+        const order = sql.literal(`${sort.field} ${sort.ascending ? "ASC" : "DESC"}, entry`)
+        return sql`
+          SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, list)}
+          ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
+      }
+    })
+
+    const countRow = SqlSchema.single({
+      Request: Schema.Struct(ListRequest),
+      Result: CountRow,
+      execute: ({ list, ...owner }) => sql`SELECT count(*) AS total FROM sender_list_entries WHERE ${ofOwner(owner, list)}`
+    })
+
+    /** None when the entry is on the list already, or the list is full. */
+    const insertRow = SqlSchema.findOne({
+      Request: Schema.Struct({ ...ListRequest, entry: Schema.String }),
+      Result: EntryRow,
+      execute: ({ entry, list, ...owner }) =>
+        sql`
+          INSERT INTO sender_list_entries (user_id, mailbox_id, list, entry)
+          SELECT ${owner.userId}, ${owner.mailboxId}::text, ${list}, ${entry}
+          WHERE (SELECT count(*) FROM sender_list_entries WHERE ${ofOwner(owner, list)}) < ${MAX_ENTRIES_PER_LIST}
+          ON CONFLICT DO NOTHING
+          RETURNING entry, created_at`
+    })
+
+    const entryRow = SqlSchema.findOne({
+      Request: Schema.Struct({ ...ListRequest, entry: Schema.String }),
+      Result: EntryRow,
+      execute: ({ entry, list, ...owner }) =>
+        sql`SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, list)} AND entry = ${entry}`
+    })
+
     /** A mailbox list's owner must own the mailbox, and it must be active: otherwise 404. */
     const checkOwner = (owner: ListOwner) =>
       Effect.gen(function*() {
@@ -68,33 +130,28 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
       sort: Sort<EntrySortField> = { field: "created_at", direction: "desc" }
     ) {
       yield* checkOwner(owner)
-      const order = sql.literal(`${sort.field} ${sort.direction === "asc" ? "ASC" : "DESC"}, entry`)
-      const rows = yield* sql<EntryRow>`
-        SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)}
-        ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
-      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM sender_list_entries WHERE ${ofOwner(owner, name)}`
-      return { data: rows.map(toEntry(owner, name)), total: Number(counted[0]?.total ?? 0) }
+      const which = { userId: owner.userId, mailboxId: owner.mailboxId, list: name }
+      const rows = yield* entryRows({ ...which, sort: { field: sort.field, ascending: sort.direction === "asc" }, page }).pipe(
+        Effect.catchTag("ParseError", Effect.die)
+      )
+      const counted = yield* countRow(which).pipe(Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }))
+      return { data: rows.map(toEntry(owner, name)), total: counted.total }
     })
 
     /** Add `raw` (normalised) to the list; an entry already there is answered as it was. */
     const add = Effect.fn("SenderLists.add")(function*(owner: ListOwner, name: ListName, raw: string) {
       const { entry } = yield* entryOrInvalid(raw)
       yield* checkOwner(owner)
+      const which = { userId: owner.userId, mailboxId: owner.mailboxId, list: name, entry }
       // Inserted only while the list has room; an entry already there conflicts and is left as it is.
-      const inserted = yield* sql<EntryRow>`
-        INSERT INTO sender_list_entries (user_id, mailbox_id, list, entry)
-        SELECT ${owner.userId}, ${owner.mailboxId}::text, ${name}, ${entry}
-        WHERE (SELECT count(*) FROM sender_list_entries WHERE ${ofOwner(owner, name)}) < ${MAX_ENTRIES_PER_LIST}
-        ON CONFLICT DO NOTHING
-        RETURNING entry, created_at`
-      if (inserted[0] !== undefined) {
+      const inserted = yield* insertRow(which).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isSome(inserted)) {
         // The owner's addresses are now judged per sender: no node may answer RCPT from its directory.
         yield* directory.changed(owner.userId)
-        return { entry: toEntry(owner, name)(inserted[0]), created: true }
+        return { entry: toEntry(owner, name)(inserted.value), created: true }
       }
-      const existing = yield* sql<EntryRow>`
-        SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)} AND entry = ${entry}`
-      if (existing[0] !== undefined) return { entry: toEntry(owner, name)(existing[0]), created: false }
+      const existing = yield* entryRow(which).pipe(Effect.catchTag("ParseError", Effect.die))
+      if (Option.isSome(existing)) return { entry: toEntry(owner, name)(existing.value), created: false }
       return yield* new SenderListFull({
         message: `The ${name} list already holds ${MAX_ENTRIES_PER_LIST} entries; remove some first`,
         details: { list: name, limit: MAX_ENTRIES_PER_LIST, mailbox_id: owner.mailboxId }
