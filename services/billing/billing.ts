@@ -2,9 +2,9 @@
  * Subscriptions and usage, read side (SPEC "Billing"). Every user holds one subscription row from
  * registration on; usage is counted per billing period.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Principals } from "../accounts/principals.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
 import { NotFound } from "../errors.ts"
@@ -14,14 +14,24 @@ import { SearchCounts } from "./search-counts.ts"
 import { type Subscription, SubscriptionStatus, type Usage } from "./schemas.ts"
 import { addMonth, calendarMonth } from "./periods.ts"
 
+/**
+ * A subscription as its table holds it, decoded as it is read (SqlSchema): a row that does not read so
+ * is a bug here or in a migration, a defect rather than a failure of the request.
+ */
+const SubscriptionRow = Schema.Struct({
+  plan: Plan,
+  status: SubscriptionStatus,
+  currentPeriodStart: Schema.DateFromSelf,
+  currentPeriodEnd: Schema.DateFromSelf,
+  cancelAtPeriodEnd: Schema.Boolean
+})
+type SubscriptionRow = typeof SubscriptionRow.Type
 
-interface SubscriptionRow {
-  readonly plan: Plan
-  readonly status: typeof SubscriptionStatus.Type
-  readonly currentPeriodStart: Date
-  readonly currentPeriodEnd: Date
-  readonly cancelAtPeriodEnd: boolean
-}
+/** A period's counters (bigints, which the client reads as strings). */
+const CountersRow = Schema.Struct({ emails: Schema.NumberFromString, emailsSent: Schema.NumberFromString })
+
+/** One account's usage in one period. */
+const PeriodRequest = Schema.Struct({ userId: Schema.String, periodStart: Schema.DateFromSelf })
 
 const toSubscription = (row: SubscriptionRow): Subscription => ({
   status: row.status,
@@ -50,14 +60,21 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       }`
     })
 
+    const subscriptionRow = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: SubscriptionRow,
+      execute: (userId) =>
+        sql`
+          SELECT plan, status, current_period_start, current_period_end, cancel_at_period_end
+          FROM subscriptions WHERE user_id = ${userId}`
+    })
+
     /** The subscription with its current period; a free plan's period rolls to the current month. */
     const currentRow = (userId: string): Effect.Effect<SubscriptionRow, NotFound | SqlError> =>
       Effect.gen(function*() {
-        const rows = yield* sql<SubscriptionRow>`
-          SELECT plan, status, current_period_start, current_period_end, cancel_at_period_end
-          FROM subscriptions WHERE user_id = ${userId}`
-        const row = rows[0]
-        if (!row) return yield* new NotFound({ message: "No subscription for this account" })
+        const found = yield* subscriptionRow(userId).pipe(Effect.catchTag("ParseError", Effect.die))
+        if (Option.isNone(found)) return yield* new NotFound({ message: "No subscription for this account" })
+        const row = found.value
         const now = new Date()
         if (row.plan !== "free" || row.currentPeriodEnd > now) return row
         const period = calendarMonth(now)
@@ -71,31 +88,62 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       return toSubscription(yield* currentRow(userId))
     })
 
+    /** The period's counters; none before anything was counted in it. */
+    const countersRow = SqlSchema.findOne({
+      Request: PeriodRequest,
+      Result: CountersRow,
+      execute: ({ periodStart, userId }) =>
+        sql`
+          SELECT emails, emails_sent FROM usage_counters
+          WHERE user_id = ${userId} AND period_start = ${periodStart}`
+    })
+
+    const searchesRow = SqlSchema.findOne({
+      Request: PeriodRequest,
+      Result: Schema.Struct({ searches: Schema.NumberFromString }),
+      execute: ({ periodStart, userId }) =>
+        sql`
+          SELECT searches FROM usage_counters
+          WHERE user_id = ${userId} AND period_start = ${periodStart}`
+    })
+
+    /** The bytes the account stores; none before it stored any. */
+    const storageRow = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ bytes: Schema.NumberFromString }),
+      execute: (userId) => sql`SELECT bytes FROM storage_usage WHERE user_id = ${userId}`
+    })
+
     const usage = Effect.fn("Billing.usage")(function*(userId: string) {
       const row = yield* currentRow(userId)
-      const counters = yield* sql<{ emails: string; emailsSent: string }>`
-        SELECT emails, emails_sent FROM usage_counters
-        WHERE user_id = ${userId} AND period_start = ${row.currentPeriodStart}`
+      const period = { userId, periodStart: row.currentPeriodStart }
+      const counters = yield* countersRow(period).pipe(Effect.catchTag("ParseError", Effect.die))
       const searches = yield* searchCounts.exactly(
         userId,
-        sql<{ searches: string }>`
-          SELECT searches FROM usage_counters
-          WHERE user_id = ${userId} AND period_start = ${row.currentPeriodStart}`.pipe(
-          Effect.map((rows) => Number(rows[0]?.searches ?? 0))
+        searchesRow(period).pipe(
+          Effect.catchTag("ParseError", Effect.die),
+          Effect.map(Option.match({ onNone: () => 0, onSome: (counted) => counted.searches }))
         )
       )
-      const storage = yield* sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${userId}`
+      const storage = yield* storageRow(userId).pipe(Effect.catchTag("ParseError", Effect.die))
       const plan = limits[row.plan]
       return {
-        emailsUsed: Number(counters[0]?.emails ?? 0),
+        emailsUsed: Option.match(counters, { onNone: () => 0, onSome: (counted) => counted.emails }),
         emailsLimit: reportLimit(plan.emailsPerMonth),
         searchesUsed: searches,
         searchesLimit: reportLimit(plan.searchesPerMonth),
-        storageUsed: Number(storage[0]?.bytes ?? 0),
+        storageUsed: Option.match(storage, { onNone: () => 0, onSome: (stored) => stored.bytes }),
         storageLimit: reportLimit(plan.storageBytes),
-        emailsSent: Number(counters[0]?.emailsSent ?? 0),
+        emailsSent: Option.match(counters, { onNone: () => 0, onSome: (counted) => counted.emailsSent }),
         emailsSentLimit: reportLimit(plan.sendsPerMonth)
       } satisfies Usage
+    })
+
+    /** The account's plan, its subscription locked until the transaction ends. */
+    const lockedPlan = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ plan: Plan }),
+      execute: (userId) => sql`SELECT plan FROM subscriptions WHERE user_id = ${userId} FOR UPDATE`
     })
 
     /**
@@ -105,8 +153,8 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
      */
     const changePlan = Effect.fn("Billing.changePlan")(function*(userId: string, plan: Plan) {
       const now = new Date()
-      const current = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId} FOR UPDATE`
-      const betweenPaid = plan !== "free" && current[0] !== undefined && current[0].plan !== "free"
+      const current = yield* lockedPlan(userId).pipe(Effect.catchTag("ParseError", Effect.die))
+      const betweenPaid = plan !== "free" && Option.isSome(current) && current.value.plan !== "free"
       if (betweenPaid) {
         yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', cancel_at_period_end = false, updated_at = now()
                    WHERE user_id = ${userId}`
@@ -129,6 +177,18 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
      * Apply a payment provider's event, once (by its id), and only when it is not older than the
      * state applied already. Answers what happened, for the log.
      */
+    /** The account an event is about: by its customer first, else by the account it names. */
+    const eventOwner = SqlSchema.findOne({
+      Request: Schema.Struct({ customerId: Schema.NullOr(Schema.String), userId: Schema.NullOr(Schema.String) }),
+      Result: Schema.Struct({ userId: Schema.String }),
+      execute: ({ customerId, userId }) =>
+        sql`
+          SELECT user_id FROM subscriptions
+          WHERE stripe_customer_id = ${customerId} OR user_id = ${userId}
+          ORDER BY (stripe_customer_id = ${customerId}) DESC NULLS LAST
+          LIMIT 1`
+    })
+
     const applyEvent = Effect.fn("Billing.applyEvent")(function*(event: BillingEvent) {
       return yield* Effect.gen(function*() {
         const fresh = yield* sql`
@@ -136,13 +196,11 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
           ON CONFLICT (id) DO NOTHING RETURNING id`
         if (fresh.length === 0) return "duplicate" as const
         if (event.kind === "ignored") return "ignored" as const
-        const owners = yield* sql<{ userId: string }>`
-          SELECT user_id FROM subscriptions
-          WHERE stripe_customer_id = ${event.customerId ?? null} OR user_id = ${event.userId ?? null}
-          ORDER BY (stripe_customer_id = ${event.customerId ?? null}) DESC NULLS LAST
-          LIMIT 1`
-        const userId = owners[0]?.userId
-        if (userId === undefined) return "unknown-customer" as const
+        const owner = yield* eventOwner({ customerId: event.customerId ?? null, userId: event.userId ?? null }).pipe(
+          Effect.catchTag("ParseError", Effect.die)
+        )
+        if (Option.isNone(owner)) return "unknown-customer" as const
+        const userId = owner.value.userId
         const now = new Date()
         const newer = sql`(provider_state_at IS NULL OR provider_state_at <= ${event.at})`
         // About the subscription the account pays now (or it has none on record): the events of one it
