@@ -7,6 +7,8 @@
  *
  * - A part whose body has 8-bit bytes under `7bit`, `8bit` or `binary` (or none) is re-encoded:
  *   quoted-printable for text, base64 for anything else; multiparts and attached messages are walked.
+ *   Text that declared no charset is labelled with its own (utf-8, or unknown-8bit when it is no UTF-8):
+ *   encoded, it would otherwise be read as US-ASCII.
  * - Header text in UTF-8 becomes RFC 2047 encoded words (Subject and the other unstructured fields,
  *   the display names of address fields) or RFC 2231 parameters (Content-Type, Content-Disposition).
  * - What cannot be written in ASCII is left as written: a non-ASCII address (its mailbox name has no
@@ -149,8 +151,18 @@ const sevenBitEntity = (entity: string, top = false): string => {
     reencoded = true
     const bytes = Buffer.from(body, "latin1")
     const text = type.startsWith("text/")
+    const isUtf8 = text && utf8(body) !== undefined
     body = text ? wrapped(qp.wrap(qp.encode(bytes), 76)) : `${base64.wrap(base64.encode(bytes), 76)}\r\n`
     fields = withField(fields, "Content-Transfer-Encoding", text ? "quoted-printable" : "base64")
+    // Encoded, text without a charset would be read as US-ASCII (RFC 2045 §5.2): it is labelled with the
+    // charset its bytes are in, utf-8 when they are UTF-8 (8-bit UTF-8 almost never happens by chance in
+    // another charset), unknown-8bit (RFC 1428 §3) otherwise, so a reader falls back to its own guess. A
+    // charset the sender declared is kept, whatever the bytes.
+    if (text && contentType.params["charset"] === undefined) {
+      const charset = isUtf8 ? "utf-8" : "unknown-8bit"
+      const value = buildHeaderValue({ value: type, params: { ...contentType.params, charset } })
+      fields = withField(fields, "Content-Type", foldLines(`Content-Type: ${value}`, 76).slice("Content-Type: ".length))
+    }
     // A reader heeds Content-Transfer-Encoding in a MIME message only (RFC 2045 §4).
     if (top && !fields.some((f) => f.name === "mime-version")) fields = withField(fields, "MIME-Version", "1.0")
   }

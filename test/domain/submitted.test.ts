@@ -123,4 +123,31 @@ describe("prepareSubmitted", () => {
     const ascii = "From: desk@agents.localhost\r\nDate: x\r\nMessage-ID: <a@b>\r\nSubject: Plain\r\n\r\nHello\r\n"
     expect(ready(ascii).raw).toBe(ascii)
   })
+
+  it("labels 8-bit text that declared no charset with its own once encoded: utf-8, or unknown-8bit; a declared one is kept", async () => {
+    // Quoted-printable text without a charset reads as US-ASCII (RFC 2045 §5.2): `body =C3=BC` shown as garbage.
+    const utf8 = (text: string) => Buffer.from(text, "utf8")
+    const readyBytes = (message: Buffer) => {
+      const prepared = prepareSubmitted(message, options)
+      if (!("ok" in prepared)) throw new Error(`refused: ${prepared.refused.message}`)
+      return prepared.ok.raw
+    }
+    const header = (raw: Buffer) => raw.toString("latin1").split("\r\n\r\n")[0]!
+    const bare = readyBytes(utf8("From: desk@agents.localhost\r\nTo: x@example.com\r\nSubject: Ünïcödé raw\r\nMessage-ID: <raw8@test.local>\r\n\r\nbody ü\r\n"))
+    expect(header(bare)).toMatch(/^Content-Type: text\/plain; charset=utf-8$/m)
+    expect(header(bare)).toMatch(/^MIME-Version: 1\.0$/m)
+    expect((await simpleParser(bare)).text).toBe("body ü\n")
+    const flowed = readyBytes(utf8("From: desk@agents.localhost\r\nContent-Type: Text/Plain; format=flowed\r\n\r\nbody ü\r\n"))
+    expect(header(flowed).match(/^Content-Type:.*$/gm)).toEqual(["Content-Type: text/plain; format=flowed; charset=utf-8"])
+    const latin1 = readyBytes(Buffer.from("From: desk@agents.localhost\r\nContent-Type: text/plain\r\n\r\nbody \xfc\r\n", "latin1"))
+    expect(header(latin1).match(/^Content-Type:.*$/gm)).toEqual(["Content-Type: text/plain; charset=unknown-8bit"])
+    const declared = readyBytes(utf8("From: desk@agents.localhost\r\nContent-Type: text/plain; charset=iso-8859-1\r\n\r\nbody ü\r\n"))
+    expect(header(declared).match(/^Content-Type:.*$/gm)).toEqual(["Content-Type: text/plain; charset=iso-8859-1"])
+    // Only text has a charset: an 8-bit attachment is base64 and labelled as it was.
+    const binary = readyBytes(Buffer.concat([utf8("From: desk@agents.localhost\r\nMIME-Version: 1.0\r\nContent-Type: application/octet-stream\r\n\r\n"), Buffer.from([0x01, 0xff, 0xfe])]))
+    expect(header(binary).match(/^Content-Type:.*$/gm)).toEqual(["Content-Type: application/octet-stream"])
+    // A part of a multipart, too.
+    const inPart = readyBytes(utf8("From: desk@agents.localhost\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b2\r\n\r\n--b2\r\n\r\nTeil ü\r\n--b2--\r\n"))
+    expect(inPart.toString("latin1")).toContain("--b2\r\nContent-Transfer-Encoding: quoted-printable\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nTeil =C3=BC")
+  })
 })
