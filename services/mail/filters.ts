@@ -86,7 +86,7 @@ const FilterWrite = Schema.Struct({
   removeLabels: Schema.Array(Schema.String)
 })
 
-// The count as a float: a bigint comes back as a string from one driver and a number from the other.
+// The count as a float8, which reads as a number (a bigint reads as a string).
 // The conditions as text: the client would rename their snake_case keys as it does column names.
 const COLUMNS = "id, user_id, mailbox_id, name, enabled, conditions::text AS conditions, add_labels, remove_labels, " +
   "matched_count::float8 AS matched_count, last_matched_at, created_at, updated_at"
