@@ -12,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { Authenticator } from "../accounts/authenticator.ts"
 import { Bus, subjects } from "../bus/bus.ts"
+import { deliver, type Publication } from "../bus/outbox.ts"
 import type { Principal } from "../accounts/principal.ts"
 import { Deletions } from "../mail/deletion.ts"
 import type { LabelChange } from "../mail/label-rules.ts"
@@ -92,7 +93,7 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
     const readOnly = new ImapRefused({ code: "NOPERM", text: "This API key is read-only: it changes nothing" })
     const expungeIssued = new ImapRefused({ code: "EXPUNGEISSUED", text: "Some of these messages were deleted meanwhile; NOOP to see" })
 
-    /** STORE of a permanent flag: the label change on the emails; their labels now, by email id. */
+    /** A label change on the emails (a FETCH that reads them: \\Seen; COPY to a label): their labels now, by email id. */
     const changeLabels = Effect.fn("ImapStore.changeLabels")(function*(principal: Principal, emailIds: ReadonlyArray<string>, change: LabelChange) {
       if (principal.readOnly) return yield* readOnly
       const rows = yield* labels.update(principal.userId, emailIds, change).pipe(
@@ -108,18 +109,48 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
     })
 
     /**
-     * STORE of kept flags (\Answered, \Deleted, \Draft) and keywords: the flags each email now has, by
-     * email id (one left out has none kept).
+     * STORE: the label changes (one a permanent flag, each on the emails it changes) and the kept flags
+     * (\Answered, \Deleted, \Draft, keywords) of `emailIds`, all or none (RFC 3501 §6.4.6: a NO changes
+     * nothing). One email of them deleted meanwhile refuses the whole STORE, [EXPUNGEISSUED] (RFC 2180
+     * §4.2.1), whatever the flags: the emails are locked first, so none goes between the check and the change.
+     * Answers each email's labels as changed and, with `kept`, the flags each now keeps (one left out keeps none).
      */
-    const keepFlags = Effect.fn("ImapStore.keepFlags")(
-      function*(principal: Principal, mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
+    const storeFlags = Effect.fn("ImapStore.storeFlags")(
+      function*(
+        principal: Principal,
+        mailboxId: string,
+        emailIds: ReadonlyArray<string>,
+        labelChanges: ReadonlyArray<{ readonly emailIds: ReadonlyArray<string>; readonly change: LabelChange }>,
+        kept: KeptFlagChange | undefined
+      ) {
         if (principal.readOnly) return yield* readOnly
-        const now = yield* views.keepFlags(mailboxId, emailIds, change)
+        const ids = [...new Set(emailIds)]
+        const done = yield* sql.withTransaction(Effect.gen(function*() {
+          const there = yield* sql<{ id: string }>`
+            SELECT id FROM emails WHERE mailbox_id = ${mailboxId} AND id = ANY(${ids}::text[]) ORDER BY id FOR UPDATE`
+          if (there.length < ids.length) return yield* expungeIssued
+          const labelsNow = new Map<string, ReadonlyArray<string>>()
+          const owed: Array<Publication> = []
+          for (const step of labelChanges) {
+            const changed = yield* labels.updateWithin(principal.userId, step.emailIds, step.change)
+            for (const row of changed.updated) labelsNow.set(row.id, row.labels)
+            owed.push(...changed.owed)
+          }
+          const keptNow = kept === undefined ? undefined : yield* views.keepFlags(mailboxId, ids, kept)
+          return { labels: labelsNow, kept: keptNow, owed }
+        })).pipe(
+          Effect.catchTags({
+            NotFound: () => Effect.fail(expungeIssued),
+            ValidationError: (error) => Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message })),
+            FactLabel: (error) => Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message })),
+            SqlError: outage
+          })
+        )
+        // Announced once the change is committed.
+        yield* deliver(sql, bus, done.owed)
         // The account's other sessions (other devices) idling on the folder look again now, not at their next poll.
-        yield* bus.broadcast(subjects.imapFlagsKept(principal.userId), new Uint8Array(0))
-        // Flags added reach every email still there: one missing was deleted meanwhile.
-        if (change.add.length > 0 && now.size < new Set(emailIds).size) return yield* expungeIssued
-        return now
+        if (done.kept !== undefined) yield* bus.broadcast(subjects.imapFlagsKept(principal.userId), new Uint8Array(0))
+        return { labels: done.labels, kept: done.kept }
       }
     )
 
@@ -138,6 +169,6 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
     })
 
     const { carrying, folders, raw, resolve, search, sentCopy, status, sync, version } = views
-    return { folders, resolve, sync, version, status, raw, search, sentCopy, carrying, signIn, recheck, changeLabels, keepFlags, deleteEmails } as const
+    return { folders, resolve, sync, version, status, raw, search, sentCopy, carrying, signIn, recheck, changeLabels, storeFlags, deleteEmails } as const
   })
 }) {}

@@ -77,8 +77,10 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
      * Apply one change to the emails `which` picks (`emails e` of the caller's active mailboxes), all
      * or none: `missing` says what to refuse when some asked for are not found. Each email's row is
      * locked while its new labels are computed, so concurrent changes compose instead of overwriting.
+     * Runs in the caller's transaction; what it owes the bus is staged there, for the caller to deliver
+     * once that transaction commits (never before: a change rolled back must not have been announced).
      */
-    const apply = (
+    const applyWithin = (
       userId: string,
       which: Statement.Fragment,
       requested: LabelChange,
@@ -92,7 +94,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           return yield* ValidationError.field("add_labels", "blocked is the block lists' verdict: add the sender to a block list " +
             "(removing blocked lets a blocked email through)")
         }
-        const result = yield* sql.withTransaction(Effect.gen(function*() {
+        return yield* Effect.gen(function*() {
           const rows = yield* sql<EmailRow>`
             SELECT ${sql.literal(emailColumnList)}
             FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
@@ -160,24 +162,43 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
             ...(yield* announcements(eventIds))
           ]
           yield* stage(sql, owed)
-          return { updated, changed, owed }
-        }))
-        // Announced once the change is committed.
+          return { updated, owed }
+        })
+      })
+
+    /** `applyWithin` in a transaction of its own, announced once it commits. */
+    const apply = (...args: Parameters<typeof applyWithin>) =>
+      Effect.gen(function*() {
+        const result = yield* sql.withTransaction(applyWithin(...args))
         yield* deliver(sql, bus, result.owed)
         return result.updated
       })
+
+    const byEmailIds = (emailIds: ReadonlyArray<string>) => {
+      const ids = [...new Set(emailIds)]
+      return [sql`e.id = ANY(${ids}::text[])`, (rows: ReadonlyArray<EmailRow>) => {
+        const found = new Set(rows.map((row) => row.id))
+        const missing = ids.filter((id) => !found.has(id))
+        return missing.length > 0 ? emailNotFound(missing) : undefined
+      }] as const
+    }
 
     /**
      * Apply one change to emails of the caller's active mailboxes, all or none: an email that is not
      * the caller's (or is gone) fails the whole change with 404 naming it.
      */
     const update = Effect.fn("Labels.update")(function*(userId: string, emailIds: ReadonlyArray<string>, requested: LabelChange) {
-      const ids = [...new Set(emailIds)]
-      return yield* apply(userId, sql`e.id = ANY(${ids}::text[])`, requested, (rows) => {
-        const found = new Set(rows.map((row) => row.id))
-        const missing = ids.filter((id) => !found.has(id))
-        return missing.length > 0 ? emailNotFound(missing) : undefined
-      })
+      const [which, missing] = byEmailIds(emailIds)
+      return yield* apply(userId, which, requested, missing)
+    })
+
+    /**
+     * `update` as one step of the caller's transaction (an IMAP STORE that changes several flags, all
+     * or none): the emails changed, and what the caller delivers (outbox.ts `deliver`) once it commits.
+     */
+    const updateWithin = Effect.fn("Labels.updateWithin")(function*(userId: string, emailIds: ReadonlyArray<string>, requested: LabelChange) {
+      const [which, missing] = byEmailIds(emailIds)
+      return yield* applyWithin(userId, which, requested, missing)
     })
 
     /**
@@ -236,6 +257,6 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
       return { labels, total: Number(rows[0]?.total ?? 0) }
     })
 
-    return { update, updateThreads, updateThread, list } as const
+    return { update, updateWithin, updateThreads, updateThread, list } as const
   })
 }) {}

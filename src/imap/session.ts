@@ -323,18 +323,26 @@ export const makeSession = (
     })
 
   /** Give messages a permanent flag or take it away, through their labels; the messages as they now are. */
+  /** The label change setting (or clearing) `flag` on `messages` makes, on those it changes; none when it changes none. */
+  const labelStep = (messages: ReadonlyArray<FolderMessage>, flag: SystemFlag, set: boolean) => {
+    const has = (message: FolderMessage) => flagsOf(message).includes(flag)
+    // Sent mail is always seen: there is nothing to change on it.
+    const changing = messages.filter((message) => has(message) !== set && !(flag === "\\Seen" && message.direction === "outbound"))
+    return changing.length === 0 ? [] : [{ emailIds: changing.map((message) => message.emailId), change: labelChangeFor(flag, set) }]
+  }
+
+  /** The session's view of each email `labels` names, with those labels. */
+  const showLabels = (state: Selected, labels: ReadonlyMap<string, ReadonlyArray<string>>) => {
+    for (let index = 0; index < state.messages.length; index++) {
+      const message = state.messages[index]!
+      const now = labels.get(message.emailId)
+      if (now !== undefined) state.messages[index] = { ...message, labels: now }
+    }
+  }
+
   const changeFlags = (state: Selected, messages: ReadonlyArray<FolderMessage>, flag: SystemFlag, set: boolean) =>
     Effect.gen(function*() {
-      const has = (message: FolderMessage) => flagsOf(message).includes(flag)
-      // Sent mail is always seen: there is nothing to change on it.
-      const changing = messages.filter((message) => has(message) !== set && !(flag === "\\Seen" && message.direction === "outbound"))
-      if (changing.length === 0) return
-      const labels = yield* store.changeLabels(signedIn!.principal, changing.map((message) => message.emailId), labelChangeFor(flag, set))
-      for (let index = 0; index < state.messages.length; index++) {
-        const message = state.messages[index]!
-        const now = labels.get(message.emailId)
-        if (now !== undefined) state.messages[index] = { ...message, labels: now }
-      }
+      for (const step of labelStep(messages, flag, set)) showLabels(state, yield* store.changeLabels(signedIn!.principal, step.emailIds, step.change))
     })
 
   const fetch = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
@@ -428,19 +436,25 @@ export const makeSession = (
           return yield* tagged(tag, "NO", `[LIMIT] A message keeps at most ${MAX_KEYWORDS} keywords`)
         }
       }
-      for (const flag of PERMANENT_FLAGS) {
-        if (mode === "replace") yield* changeFlags(state, messages, flag, named(flag))
-        else if (named(flag)) yield* changeFlags(state, messages, flag, mode === "add")
-      }
+      // Every change of the STORE made at once, all or none: a NO leaves every flag as it was (RFC 3501 §6.4.6).
+      const labelChanges = PERMANENT_FLAGS.flatMap((flag) =>
+        mode === "replace" ? labelStep(messages, flag, named(flag)) : named(flag) ? labelStep(messages, flag, mode === "add") : []
+      )
       const given = [...KEPT_FLAGS.filter(named), ...keywords]
-      if (messages.length > 0 && (mode === "replace" || given.length > 0)) {
-        const change = mode === "remove" ? { add: [], remove: given, replace: false } : { add: given, remove: [], replace: mode === "replace" }
-        const kept = yield* store.keepFlags(signedIn!.principal, signedIn!.mailboxId, messages.map((message) => message.emailId), change)
-        for (const picked of messages) {
-          const seq = seqOf(picked.uid)
-          if (seq !== undefined) state.messages[seq - 1] = { ...state.messages[seq - 1]!, kept: kept.get(picked.emailId) ?? [] }
+      const keptChange = messages.length > 0 && (mode === "replace" || given.length > 0)
+        ? mode === "remove" ? { add: [], remove: given, replace: false } : { add: given, remove: [], replace: mode === "replace" }
+        : undefined
+      if (labelChanges.length > 0 || keptChange !== undefined) {
+        const emailIds = messages.map((message) => message.emailId)
+        const stored = yield* store.storeFlags(signedIn!.principal, signedIn!.mailboxId, emailIds, labelChanges, keptChange)
+        showLabels(state, stored.labels)
+        if (stored.kept !== undefined) {
+          for (const picked of messages) {
+            const seq = seqOf(picked.uid)
+            if (seq !== undefined) state.messages[seq - 1] = { ...state.messages[seq - 1]!, kept: stored.kept.get(picked.emailId) ?? [] }
+          }
+          yield* announceKeywords(state)
         }
-        yield* announceKeywords(state)
       }
       if (!match[2]) {
         for (const picked of messages) {
