@@ -6,7 +6,8 @@
  *   invited with `+`. A command past `maxBytes` (a literal announcing more) is refused as it is
  *   announced, before its bytes are read, and the rest of it is skipped.
  * - The parser turns a command into a tag, a name and arguments: atoms, strings (quoted or literal)
- *   and parenthesised lists. An atom with a `[` runs to its `]` (a FETCH section with its field list,
+ *   and parenthesised lists, nested at most MAX_LIST_NESTING deep (deeper is BAD, before it can exhaust
+ *   the stack). An atom with a `[` runs to its `]` (a FETCH section with its field list,
  *   `BODY.PEEK[HEADER.FIELDS (FROM TO)]<0.100>`, is one atom).
  * - The writer quotes a string when it can and sends it as a literal when it must (line ends, bytes
  *   past ASCII, or long).
@@ -60,6 +61,13 @@ export const valueOf = <A>(result: Either.Either<A, BadCommand>): A => {
 }
 
 const isSpace = (c: string | undefined) => c === " "
+
+/**
+ * How deep a command's lists may nest: more than any command needs (SEARCH keys, whose own limit is as
+ * deep, nest furthest), far less than would exhaust the stack of the recursive parser. A command within
+ * the line limit can hold tens of thousands of parentheses; past this it is the client's mistake, BAD.
+ */
+export const MAX_LIST_NESTING = 100
 
 /** An argument that must be a string (an atom, quoted or literal). */
 export const astring = (arg: Arg | undefined): Either.Either<string, BadCommand> =>
@@ -120,13 +128,15 @@ const parse = (input: string): Command => {
     return input.slice(start, at)
   }
 
-  const value = (): Arg => {
+  /** `depth`: how many lists this value is inside already. */
+  const value = (depth: number): Arg => {
     const c = input[at]
     if (c === "(") {
+      if (depth >= MAX_LIST_NESTING) throw badCommand(`Lists nested more than ${MAX_LIST_NESTING} deep`)
       at++
       const items: Array<Arg> = []
       while (at < end && input[at] !== ")") {
-        items.push(value())
+        items.push(value(depth + 1))
         if (isSpace(input[at])) at++
       }
       if (input[at] !== ")") throw badCommand("Unterminated list")
@@ -149,7 +159,7 @@ const parse = (input: string): Command => {
     if (!isSpace(input[at])) throw badCommand(`Unexpected ${JSON.stringify(input[at])}`)
     at++
     if (at === end) break
-    args.push(value())
+    args.push(value(0))
   }
   return { tag, name, args }
 }

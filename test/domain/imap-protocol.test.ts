@@ -54,6 +54,11 @@ describe("IMAP commands", () => {
       expect(mistakeIn(command), command).toBe("BadCommand: A command holds no NUL character")
     }
     expect(parseCommand("n4 APPEND Sent {5}\r\nA\u0000BCD\r\n").args[1]).toEqual({ kind: "string", text: "A\u0000BCD" })
+    // Lists nest 100 deep at most: deeper is BAD, not a stack overflow (20,000 parentheses fit in a line).
+    const nested = (depth: number) => `${"(".repeat(depth)}x${")".repeat(depth)}`
+    expect(mistakeIn(`d1 LOGIN ${nested(20_000)}\r\n`)).toBe("BadCommand: Lists nested more than 100 deep")
+    expect(mistakeIn(`d2 SEARCH ${nested(101)}\r\n`)).toBe("BadCommand: Lists nested more than 100 deep")
+    expect(mistakeIn(`d3 SEARCH ${nested(100)}\r\n`)).toBe("taken")
     // A tag of bytes no tag has is not sent back: the refusal is untagged.
     expect([tagOf("\ufffd\ufffd\u0000garbage\r\n"), tagOf("a1 NOOP\r\n")]).toEqual(["*", "a1"])
   })

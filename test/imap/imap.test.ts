@@ -572,6 +572,10 @@ describe("IMAP on the wire", () => {
     expect(await session.send("a2 FROB\r\n", /a2 .*\r\n/)).toMatch(/a2 BAD Unknown command FROB/)
     expect(await session.send("a3 SELECT INBOX\r\n", /a3 .*\r\n/)).toMatch(/a3 BAD Sign in first/)
     expect(await session.send("a4 LOGIN \"unterminated\r\n", /a4 .*\r\n/)).toMatch(/a4 BAD Unterminated quoted string/)
+    // Lists nested past any command's need (20,000 deep, within the line limit) are BAD, and the connection goes on.
+    const nested = `${"(".repeat(20_000)}${")".repeat(20_000)}`
+    expect(await session.send(`a4a LOGIN ${nested}\r\n`, /a4a .*\r\n/)).toMatch(/^a4a BAD Lists nested more than 100 deep\r\n$/)
+    expect(await session.send("a4b NOOP\r\n", /a4b .*\r\n/)).toMatch(/^a4b OK/)
     // A synchronising literal is invited; one past the command limit is refused before its bytes.
     expect(await session.send("a5 ID (\"name\" {4}\r\n", /\+ .*\r\n/)).toMatch(/^\+ Ready/)
     expect(await session.send("mutt)\r\n", /a5 .*\r\n/)).toMatch(/\* ID \("name" "Mailroom"\)\r\na5 OK/)
@@ -608,6 +612,8 @@ describe("IMAP on the wire", () => {
     expect(await send(`b7a SEARCH ${"NOT ".repeat(5_000)}ALL\r\n`, "b7a")).toMatch(/b7a BAD Search keys nested more than 100 deep/)
     expect(await send(`b7b SEARCH ${"(".repeat(2_000)}ALL${")".repeat(2_000)}\r\n`, "b7b")).toMatch(/b7b BAD /)
     expect(await send(`b7c SEARCH ${"NOT (".repeat(20)}ALL${")".repeat(20)}\r\n`, "b7c")).toMatch(/\* SEARCH 1\r\nb7c OK/)
+    expect(await send(`b7d FETCH 1 ${"(".repeat(20_000)}FLAGS${")".repeat(20_000)}\r\n`, "b7d")).toMatch(/^b7d BAD Lists nested more than 100 deep\r\n$/)
+    expect(await send("b7e NOOP\r\n", "b7e")).toMatch(/b7e OK/)
     // BODY[] without PEEK reads the message: \Seen comes with it, and the email is no longer unread.
     expect(await send("b8 FETCH 1 BODY[TEXT]\r\n", "b8")).toMatch(/BODY\[TEXT\] \{\d+\}\r\nOver the wire\.\r\n FLAGS \(\\Seen\)\)\r\nb8 OK/)
     expect(await labelsOf(box, email.email_id)).not.toContain("unread")
