@@ -7,6 +7,11 @@
  * Idempotency-Key `draft:<id>`, and records the email (`sent`). A sender that dies half-way leaves
  * the draft `sending`; the scheduler takes such drafts again after a minute, and the key makes the
  * second attempt answer the first one's email instead of sending twice.
+ *
+ * What a person approves is what is sent: an edit or a send may name the version it was decided on
+ * (`if_updated_at`, the draft's `updated_at` as last read), checked with the draft locked against the
+ * claim or the change, so a draft its agent changed meanwhile is refused (409 with `updated_at` now)
+ * rather than sent or edited unseen. Without one (an agent sending its own draft) nothing is checked.
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -107,6 +112,20 @@ class KeyTaken extends Data.TaggedError("KeyTaken") {}
 const draftNotFound = (draftId: string) => new NotFound({ message: "Draft not found", details: { draft_id: draftId } })
 
 /**
+ * Whether `row` is no longer the version `ifUpdatedAt` names. Compared as the row's own `updated_at`
+ * is answered (to the millisecond, as decoded), never as the database's microseconds.
+ */
+const changedSince = (row: DraftRow, ifUpdatedAt: string | undefined) =>
+  ifUpdatedAt !== undefined && row.updatedAt.getTime() !== new Date(ifUpdatedAt).getTime()
+
+const changedMeanwhile = (row: DraftRow, ifUpdatedAt: string, doing: "sent" | "changed") =>
+  new Conflict({
+    message: `The draft was changed after it was read (its updated_at is now ${row.updatedAt.toISOString()}, not ${ifUpdatedAt}); ` +
+      `nothing was ${doing}: read it again, review it, and retry with its updated_at`,
+    details: { draft_id: row.id, status: row.status, updated_at: row.updatedAt.toISOString(), if_updated_at: ifUpdatedAt }
+  })
+
+/**
  * A draft's content (what `content` stores: the send-request part) once `input` is applied to
  * `current`: a field given replaces the draft's own, a field given as null is removed, the rest stay.
  * A new draft's is applied to nothing.
@@ -192,10 +211,12 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
 
     const decodeRows = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(DraftRow))(rows))
 
-    const find = (userId: string, mailboxId: string, draftId: string) =>
+    /** A draft; `locked`, in a transaction, held against a change or a claim until it ends. */
+    const find = (userId: string, mailboxId: string, draftId: string, locked = false) =>
       Effect.gen(function*() {
         const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts
-                                WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId}`.pipe(Effect.flatMap(decodeRows))
+                                WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId}
+                                ${sql.literal(locked ? "FOR UPDATE" : "")}`.pipe(Effect.flatMap(decodeRows))
         return rows[0] ?? (yield* draftNotFound(draftId))
       })
 
@@ -345,12 +366,16 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return toDraft(yield* find(userId, mailboxId, draftId))
     })
 
-    /** Change what the input names; the rest stays. A draft being sent or sent is 409. */
-    const update = Effect.fn("Drafts.update")(function*(userId: string, mailboxId: string, draftId: string, input: DraftInput) {
-      const current = yield* find(userId, mailboxId, draftId)
+    /**
+     * Change what the input names; the rest stays. A draft being sent or sent is 409; so is one changed
+     * since `ifUpdatedAt`, when given (read, checked and changed in one transaction, the draft locked).
+     */
+    const update = Effect.fn("Drafts.update")(function*(userId: string, mailboxId: string, draftId: string, input: DraftInput, ifUpdatedAt?: string) {
+      const current = yield* find(userId, mailboxId, draftId, ifUpdatedAt !== undefined)
       if (current.status !== "draft") {
         return yield* new Conflict({ message: `The draft is ${current.status === "sent" ? "sent" : "being sent"}`, details: { draft_id: draftId, status: current.status } })
       }
+      if (changedSince(current, ifUpdatedAt)) return yield* changedMeanwhile(current, ifUpdatedAt!, "changed")
       const inReplyTo = input.in_reply_to !== undefined ? input.in_reply_to : current.inReplyTo
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
       // A draft that is no reply any more is no reply to all either.
@@ -381,8 +406,12 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         WHERE id = ${draftId} AND status = 'draft'
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
       if (rows[0] === undefined) return yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
-      return yield* Effect.tap(Effect.succeed(toDraft(rows[0])), scheduled)
-    })
+      return toDraft(rows[0])
+    },
+      // A version to check: read, checked and changed in one transaction, the draft locked meanwhile.
+      (edit, _userId, _mailboxId, _draftId, _input, ifUpdatedAt) => ifUpdatedAt === undefined ? edit : sql.withTransaction(edit),
+      (edit) => Effect.tap(edit, scheduled)
+    )
 
     /**
      * Delete a draft: before it is sent, that cancels it; once sent, only the draft goes (the email it
@@ -426,12 +455,21 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         Effect.tapError(() => sql`UPDATE drafts SET status = 'draft', updated_at = now() WHERE id = ${row.id} AND status = 'sending'`)
       )
 
-    /** `POST …/drafts/{id}/send`: 202's answer; a draft sent already answers its email again. */
-    const send = Effect.fn("Drafts.send")(function*(userId: string, mailboxId: string, draftId: string) {
-      const claimed = yield* sql`
+    /**
+     * `POST …/drafts/{id}/send`: 202's answer; a draft sent already answers its email again (whatever
+     * `ifUpdatedAt` says: this request sends nothing). One awaiting approval that changed since
+     * `ifUpdatedAt`, when given, is 409 and stays as it is: checked and claimed with the draft locked.
+     */
+    const send = Effect.fn("Drafts.send")(function*(userId: string, mailboxId: string, draftId: string, ifUpdatedAt?: string) {
+      const claim = sql`
         UPDATE drafts SET status = 'sending', updated_at = now()
         WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId} AND status = 'draft'
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
+      const claimed = yield* (ifUpdatedAt === undefined ? claim : sql.withTransaction(Effect.gen(function*() {
+        const current = yield* find(userId, mailboxId, draftId, true)
+        if (current.status === "draft" && changedSince(current, ifUpdatedAt)) return yield* changedMeanwhile(current, ifUpdatedAt, "sent")
+        return yield* claim
+      })))
       if (claimed[0]) return yield* sendClaimed(userId, claimed[0])
       const current = yield* find(userId, mailboxId, draftId)
       if (current.status === "sent") return yield* dispatch(userId, current)

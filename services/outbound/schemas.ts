@@ -271,6 +271,25 @@ export const DraftInput = Schema.Struct({
 }).annotations({ identifier: "DraftInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type DraftInput = typeof DraftInput.Type
 
+/**
+ * A precondition on a draft: its `updated_at` as the client last read it. A person approving or
+ * editing what they were shown sends it, so that a draft changed meanwhile (by its agent, say) is
+ * refused, 409 CONFLICT with the draft's `updated_at` now, rather than sent or edited unseen.
+ */
+const IfUpdatedAt = Schema.optional(Instant).annotations({
+  description: "Only if the draft's updated_at is still this (as last read): otherwise 409 CONFLICT, details.updated_at its value now, and nothing is done. Left out: no check"
+})
+
+/** `PATCH …/drafts/{id}`: a draft's fields, and the version they were decided on. */
+export const DraftUpdate = Schema.Struct({ ...DraftInput.fields, if_updated_at: IfUpdatedAt })
+  .annotations({ identifier: "DraftUpdate", parseOptions: { errors: "all", onExcessProperty: "error" } })
+export type DraftUpdate = typeof DraftUpdate.Type
+
+/** `POST …/drafts/{id}/send`'s body, which may be left out: the version of the draft approved. */
+export const DraftSendInput = Schema.Struct({ if_updated_at: IfUpdatedAt })
+  .annotations({ identifier: "DraftSendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
+export type DraftSendInput = typeof DraftSendInput.Type
+
 /** What a draft holds of a send request (stored as JSON). */
 export const DraftContent = Schema.Struct(DraftFields)
 export type DraftContent = typeof DraftContent.Type

@@ -70,6 +70,8 @@ useSuiteServer((s) => {
   get OUTBOUND_SMTP_PORT() {
     return String(mx.port)
   },
+  // The receiving server is on 127.0.0.1, which the mta refuses by default.
+  OUTBOUND_ALLOW_PRIVATE: "true",
   OUTBOUND_RETRY_DELAYS: "300ms,600ms",
   DKIM_PRIVATE_KEY: privatePem,
   WEBHOOK_ALLOW_PRIVATE: "true"
@@ -1324,8 +1326,11 @@ describe("drafts", () => {
       mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId } }, body: body as never }),
     update: (draftId: string, body: Record<string, unknown>) =>
       mailroom.PATCH("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } }, body: body as never }),
-    send: (draftId: string) =>
-      mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", { params: { path: { mailboxId: box.mailboxId, draftId } } }),
+    send: (draftId: string, body?: { if_updated_at?: string }) =>
+      mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", {
+        params: { path: { mailboxId: box.mailboxId, draftId } },
+        ...(body === undefined ? {} : { body: body as never })
+      }),
     get: (draftId: string) =>
       mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } } }),
     remove: (draftId: string) =>
@@ -1393,6 +1398,58 @@ describe("drafts", () => {
     const trimmed = (await drafts.update(full.draft_id, { html: null, reply_to: null, cc: null })).data!.data
     expect(trimmed).toMatchObject({ to: [to], subject: "Both", text: "Plain", html: null, reply_to: null, cc: null, bcc: null, headers: null })
     expect((await drafts.get(full.draft_id)).data!.data).toEqual(trimmed)
+  })
+
+  it("sends or edits only the version that was read (if_updated_at): a draft its agent changed since is 409 with its updated_at now, nothing sent or changed", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const bob = `${fresh("bob")}@partner.test`
+    const mallory = `${fresh("mallory")}@elsewhere.test`
+    const read = (await drafts.create({ to: [bob], subject: "Hello Bob", text: "Original" })).data!.data
+    const draftId = read.draft_id
+    // The agent changes it after the person read it: another recipient, other words.
+    const changed = (await drafts.update(draftId, { to: [bob, mallory], text: "Pay Mallory instead" })).data!.data
+    expect(Date.parse(changed.updated_at)).toBeGreaterThan(Date.parse(read.updated_at))
+    const staleness = { draft_id: draftId, status: "draft", updated_at: changed.updated_at, if_updated_at: read.updated_at }
+
+    // Approving the version read is refused, and nothing goes: the draft is the agent's, untouched.
+    const approved = await drafts.send(draftId, { if_updated_at: read.updated_at })
+    expect(approved.response.status).toBe(409)
+    expect(approved.error).toMatchObject({ error: { code: "CONFLICT", details: staleness } })
+    expect(approved.error!.error.message).toMatch(/^The draft was changed after it was read .*nothing was sent/)
+    expect((await drafts.get(draftId)).data!.data).toEqual(changed)
+    // So is an edit of the version read: what the agent changed is not kept unseen, nor overwritten.
+    const edited = await drafts.update(draftId, { subject: "Hello again", if_updated_at: read.updated_at })
+    expect(edited.response.status).toBe(409)
+    expect(edited.error).toMatchObject({ error: { code: "CONFLICT", details: staleness } })
+    expect((await drafts.get(draftId)).data!.data).toEqual(changed)
+    // A precondition that is no time is the caller's mistake.
+    const malformed = await drafts.send(draftId, { if_updated_at: "yesterday" })
+    expect(malformed.response.status).toBe(400)
+    expect(malformed.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { if_updated_at: expect.stringMatching(/ISO 8601/) } } })
+
+    // The version read now is edited (the same instant in another offset is the same version), then approved as saved.
+    const offset = new Date(Date.parse(changed.updated_at) + 2 * 3600_000).toISOString().replace("Z", "+02:00")
+    const reviewed = await drafts.update(draftId, { to: [bob], text: "Reviewed", if_updated_at: offset })
+    expect(reviewed.response.status).toBe(200)
+    expect(reviewed.data!.data).toMatchObject({ to: [bob], text: "Reviewed" })
+    const sent = await drafts.send(draftId, { if_updated_at: reviewed.data!.data.updated_at })
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    expect(message.rcptTo).toEqual([bob])
+    expect((await simpleParser(message.raw)).text?.trim()).toBe("Reviewed")
+    // Sent, the same approval retried answers the same email (it sends nothing).
+    const again = await drafts.send(draftId, { if_updated_at: reviewed.data!.data.updated_at })
+    expect(again.response.status).toBe(202)
+    expect(again.data?.data).toEqual(sent.data?.data)
+
+    // Without one (an agent sending its own draft) nothing is checked, as before; an empty body is none.
+    const own = (await drafts.create({ to: [bob], subject: "Agent's own", text: "First" })).data!.data
+    expect((await drafts.update(own.draft_id, { text: "Second" })).response.status).toBe(200)
+    const unchecked = await drafts.send(own.draft_id, {})
+    expect(unchecked.response.status).toBe(202)
+    expect((await simpleParser((await arrived(unchecked.data!.data.message_id)).raw)).text?.trim()).toBe("Second")
+    expect(mx.delivered().some((m) => m.rcptTo.includes(mallory))).toBe(false)
   })
 
   it("answers mail whose From is no address: a reply says so, a reply-all goes to the others, a draft leaves To to a person and still reads", async () => {

@@ -1197,7 +1197,7 @@ export interface paths {
         head?: never;
         /**
          * Update a draft
-         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT
+         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT; so is one changed since `if_updated_at`, when given (details.updated_at: its updated_at now), and nothing changes
          */
         patch: operations["dashboardOutbound.updateDraft"];
         trace?: never;
@@ -1213,7 +1213,7 @@ export interface paths {
         put?: never;
         /**
          * Send a draft
-         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. With `if_updated_at` (the draft's updated_at as read, the version a person approved), a draft changed since is 409 CONFLICT (details.updated_at: its updated_at now) and nothing is sent. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["dashboardOutbound.sendDraft"];
         delete?: never;
@@ -2613,7 +2613,7 @@ export interface paths {
         head?: never;
         /**
          * Update a draft
-         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT
+         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT; so is one changed since `if_updated_at`, when given (details.updated_at: its updated_at now), and nothing changes
          */
         patch: operations["outbound.updateDraft"];
         trace?: never;
@@ -2629,7 +2629,7 @@ export interface paths {
         put?: never;
         /**
          * Send a draft
-         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. With `if_updated_at` (the draft's updated_at as read, the version a person approved), a draft changed since is 409 CONFLICT (details.updated_at: its updated_at now) and nothing is sent. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["outbound.sendDraft"];
         delete?: never;
@@ -4306,6 +4306,44 @@ export interface components {
             } | null;
             /** @description HTML body; null on an update removes it */
             html?: string | null;
+            /** @description The id of an email of this mailbox the draft replies to (its to, cc and subject are filled from it where the draft gives none); null on an update: a reply no more */
+            in_reply_to?: string | null;
+            /** @description Offer one-click unsubscribe (as on a send); null on an update removes it */
+            list_unsubscribe?: boolean | null;
+            /** @description With in_reply_to: reply to everyone on the email (they are filled into cc) */
+            reply_all?: boolean;
+            /** @description Where replies should go; null on an update removes it */
+            reply_to?: components["schemas"]["AddressInput"] | null;
+            /** @description Send automatically at this time; null or absent: only when sent explicitly */
+            send_at?: string | null;
+            /** @description For a reply or forward, the original's subject with Re:/Fwd: when left out; null on an update removes it */
+            subject?: string | null;
+            /** @description Plain-text body; null on an update removes it */
+            text?: string | null;
+            /** @description Recipients; null on an update removes it */
+            to?: components["schemas"]["AddressInput"][] | null;
+        };
+        DraftSendInput: {
+            /** @description Only if the draft's updated_at is still this (as last read): otherwise 409 CONFLICT, details.updated_at its value now, and nothing is done. Left out: no check */
+            if_updated_at?: string;
+        };
+        DraftUpdate: {
+            /** @description Files to attach; null on an update removes it */
+            attachments?: components["schemas"]["AttachmentInput"][] | null;
+            /** @description Recipients not shown in the message's headers; null on an update removes it */
+            bcc?: components["schemas"]["AddressInput"][] | null;
+            /** @description Copied recipients; null on an update removes it */
+            cc?: components["schemas"]["AddressInput"][] | null;
+            /** @description The id of an email of this mailbox the draft forwards (its subject is filled from it where the draft gives none); null on an update: a forward no more */
+            forward_of?: string | null;
+            /** @description Custom headers, X-* names only; null on an update removes it */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /** @description HTML body; null on an update removes it */
+            html?: string | null;
+            /** @description Only if the draft's updated_at is still this (as last read): otherwise 409 CONFLICT, details.updated_at its value now, and nothing is done. Left out: no check */
+            if_updated_at?: string;
             /** @description The id of an email of this mailbox the draft replies to (its to, cc and subject are filled from it where the draft gives none); null on an update: a reply no more */
             in_reply_to?: string | null;
             /** @description Offer one-click unsubscribe (as on a send); null on an update removes it */
@@ -17312,7 +17350,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["DraftInput"];
+                "application/json": components["schemas"]["DraftUpdate"];
             };
         };
         responses: {
@@ -17472,7 +17510,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DraftSendInput"];
+            };
+        };
         responses: {
             /** @description Success */
             202: {
@@ -31596,7 +31638,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["DraftInput"];
+                "application/json": components["schemas"]["DraftUpdate"];
             };
         };
         responses: {
@@ -31756,7 +31798,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DraftSendInput"];
+            };
+        };
         responses: {
             /** @description Success */
             202: {

@@ -18,8 +18,10 @@ import {
 import {
   Draft,
   DraftInput,
+  DraftSendInput,
   draftSortFields,
   DraftStatus,
+  DraftUpdate,
   ForwardInput,
   ReplyInput,
   SendAccepted,
@@ -34,6 +36,7 @@ import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
 import { UnsubscribeResult } from "../../../services/mail/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
+import { OptionalBody } from "../optional-body.ts"
 import { refusingSends } from "./refusals.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
@@ -103,9 +106,13 @@ const aboutEmail = <const Name extends string, Payload extends Schema.Schema.Any
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
 
+/** A draft's send: no body, or the version of the draft approved. */
+const DraftSendBody = OptionalBody(DraftSendInput, {})
+
 const fromDraft = <const Name extends string>(name: Name, route: `/${string}`) =>
   HttpApiEndpoint.post(name, route)
     .setPath(DraftPath)
+    .setPayload(DraftSendBody)
     .addSuccess(Ok(SendAccepted), { status: 202 })
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
@@ -204,7 +211,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.patch("updateDraft", "/mailboxes/:mailboxId/drafts/:draftId")
         .setPath(DraftPath)
-        .setPayload(DraftInput)
+        .setPayload(DraftUpdate)
         .addSuccess(Ok(Draft))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
@@ -213,7 +220,8 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Update a draft",
-          description: "Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT"
+          description: "Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT; " +
+            "so is one changed since `if_updated_at`, when given (details.updated_at: its updated_at now), and nothing changes"
         }))
     )
     .add(
@@ -232,7 +240,9 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
       fromDraft("sendDraft", "/mailboxes/:mailboxId/drafts/:draftId/send")
         .annotateContext(OpenApi.annotations({
           summary: "Send a draft",
-          description: `Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. ${ANSWER}`
+          description: "Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. " +
+            "With `if_updated_at` (the draft's updated_at as read, the version a person approved), a draft changed since is 409 CONFLICT " +
+            `(details.updated_at: its updated_at now) and nothing is sent. ${ANSWER}`
         }))
     )
     .add(

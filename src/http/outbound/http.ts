@@ -14,8 +14,10 @@ import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import type {
   Draft,
   DraftInput,
+  DraftSendInput,
   DraftSortField,
   DraftStatus,
+  DraftUpdate,
   ForwardInput,
   ReplyInput,
   SendAccepted,
@@ -91,10 +93,11 @@ const makeHandlers = Effect.gen(function*() {
       Effect.flatMap(CurrentPrincipal, ({ mailboxes }) =>
         draftList(urlParams, (userId, p, sort) => drafts.listAll(userId, p, sort, urlParams.status, Option.getOrUndefined(mailboxes)))),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
-    updateDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftInput }) =>
-      Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),
+    updateDraft: ({ path, payload: { if_updated_at, ...changes } }: { readonly path: DraftPath; readonly payload: DraftUpdate }) =>
+      Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, changes, if_updated_at))),
     deleteDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.remove(userId, path.mailboxId, path.draftId))),
-    sendDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.send(userId, path.mailboxId, path.draftId))),
+    sendDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftSendInput }) =>
+      Effect.flatMap(caller, (userId) => ok(drafts.send(userId, path.mailboxId, path.draftId, payload.if_updated_at))),
     suppressions: ({ urlParams }: { readonly urlParams: ListQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
