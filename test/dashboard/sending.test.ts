@@ -109,6 +109,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       APP_URL: `http://127.0.0.1:${port}`,
       DNS_SERVERS: names.address,
       OUTBOUND_SMTP_PORT: String(mx.port),
+      // The receiving server is on 127.0.0.1, which the mta refuses by default.
+      OUTBOUND_ALLOW_PRIVATE: "true",
       OUTBOUND_RETRY_DELAYS: "300ms,600ms"
     })
     browser = await launchBrowser()
@@ -817,6 +819,96 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await waiting.getByRole("listitem", { name: "Draft: Sent while watched" }).waitFor({ state: "detached" })
   })
 
+  it("approves and saves only the version shown: an agent's change meanwhile is refused, shown and then followed live; a scheduled draft says it leaves by itself, and loses its schedule by an edit", async () => {
+    const key = (await dashboard().POST("/api/api-keys", { body: { name: "changing agent" } })).data!.data
+    const agent = withKey(server.url, key)
+    const draftId = (await agent.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId } },
+      body: { to: ["bob@partner.test"], subject: "Hello Bob", text: "Original" }
+    })).data!.data.draft_id
+    const change = async (body: { to?: Array<string>; text?: string }) =>
+      expect((await agent.PATCH("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } }, body })).response.status).toBe(200)
+    const draftOf = async (id = draftId) => (await dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId: id } } })).data!.data
+    const toMx = async (subject: string) => {
+      const found = []
+      for (const message of mx.delivered()) if ((await simpleParser(message.raw)).subject === subject) found.push(message)
+      return found
+    }
+
+    await toMailboxList()
+    await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
+    const card = page.getByRole("list", { name: "Drafts awaiting approval" }).getByRole("listitem", { name: "Draft: Hello Bob" })
+    await card.getByText("Original", { exact: true }).waitFor()
+    // Unheard by the page (its stream and its watch of the drafts off), the agent adds a recipient and changes the words.
+    await stream("disconnect")
+    await change({ to: ["bob@partner.test", "mallory@partner.test"], text: "Pay Mallory instead" })
+    await card.getByText("Original", { exact: true }).waitFor()
+    // Approving what the page shows is refused: nothing goes, and the page shows the draft as it is now.
+    await card.getByRole("button", { name: "Approve and send" }).click()
+    await card.getByRole("status").getByText(
+      "This draft was changed (by its agent, or elsewhere) after it was shown to you: nothing was sent. It now reads as below: review it, then approve it again."
+    ).waitFor()
+    await card.getByText("To bob@partner.test, mallory@partner.test", { exact: false }).waitFor()
+    await card.getByText("Pay Mallory instead", { exact: true }).waitFor()
+    expect(refusals(/\/send$/)).toEqual([`409 POST ${server.url}/api/mailboxes/${mailboxId}/drafts/${draftId}/send`])
+    expect(await draftOf()).toMatchObject({ status: "draft", email_id: null, to: ["bob@partner.test", "mallory@partner.test"] })
+
+    // The person edits it; the agent changes it again meanwhile: the save is refused, the person's words stay
+    // in the form, and the draft as it is now shows beside it. Saving again puts the person's version in its place.
+    await card.getByRole("button", { name: "Edit" }).click()
+    await card.getByLabel("To").fill("bob@partner.test")
+    await card.getByLabel("Message").fill("Hello Bob, see you Monday.")
+    await change({ text: "Pay Mallory today" })
+    await card.getByRole("button", { name: "Save draft" }).click()
+    await card.getByRole("status").getByText("Not saved: this draft was changed (by its agent, or elsewhere) while you edited it.", { exact: false }).waitFor()
+    await expect(card.getByLabel("The draft as it is now").textContent()).resolves.toBe("Pay Mallory today")
+    await expect(card.getByLabel("Message").inputValue()).resolves.toBe("Hello Bob, see you Monday.")
+    expect(refusals(/PATCH/)).toEqual([`409 PATCH ${server.url}/api/mailboxes/${mailboxId}/drafts/${draftId}`])
+    expect(await draftOf()).toMatchObject({ to: ["bob@partner.test", "mallory@partner.test"], text: "Pay Mallory today" })
+    await card.getByRole("button", { name: "Save draft" }).click()
+    await card.getByRole("button", { name: "Approve and send" }).waitFor()
+    expect(await draftOf()).toMatchObject({ status: "draft", to: ["bob@partner.test"], text: "Hello Bob, see you Monday." })
+
+    // Heard again, the page follows the agent's next edit without a reload, and says it changed.
+    await change({ text: "Hello Bob, see you Tuesday." })
+    const opened = page.waitForResponse((response) => response.url().includes("/api/events?"))
+    await stream("connect")
+    await opened
+    await card.getByText("Hello Bob, see you Tuesday.", { exact: true }).waitFor()
+    await card.getByRole("status").getByText("This draft was changed (by its agent, or elsewhere) while it was shown", { exact: false }).waitFor()
+    // Approved as shown, it goes as shown: to Bob alone, Mallory never.
+    await card.getByRole("button", { name: "Approve and send" }).click()
+    const { message, parsed } = await delivered("Hello Bob")
+    expect(message.rcptTo).toEqual(["bob@partner.test"])
+    expect(parsed.text?.trim()).toBe("Hello Bob, see you Tuesday.")
+    expect(await toMx("Hello Bob")).toHaveLength(1)
+
+    // A scheduled draft says it leaves by itself unless rejected or unscheduled, and is sent now rather than approved.
+    const sendAt = new Date(Date.now() + 3_600_000)
+    const scheduled = (await agent.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId } },
+      body: { to: ["bob@partner.test"], subject: "Quarterly report", text: "Attached.", send_at: sendAt.toISOString() }
+    })).data!.data.draft_id
+    const later = page.getByRole("list", { name: "Drafts awaiting approval" }).getByRole("listitem", { name: "Draft: Quarterly report" })
+    await later.waitFor()
+    const at = await page.evaluate((iso) => new Date(iso).toLocaleString(), sendAt.toISOString())
+    await later.getByText(`Scheduled: it will be sent by itself at ${at}, without approval, unless you reject it or remove the schedule (Edit).`).waitFor()
+    await later.getByText("scheduled", { exact: true }).waitFor()
+    await expect(later.getByText("awaiting approval", { exact: true }).count()).resolves.toBe(0)
+    await expect(later.getByRole("button", { name: "Approve and send" }).count()).resolves.toBe(0)
+    await later.getByRole("button", { name: "Send now" }).waitFor()
+    // Unticking its time in the edit form removes the schedule: it then waits for approval.
+    await later.getByRole("button", { name: "Edit" }).click()
+    await later.getByLabel(`Send it by itself at ${at}`, { exact: false }).uncheck()
+    await later.getByRole("button", { name: "Save draft" }).click()
+    await later.getByRole("button", { name: "Approve and send" }).waitFor()
+    await later.getByText("awaiting approval", { exact: true }).waitFor()
+    expect(await draftOf(scheduled)).toMatchObject({ status: "draft", send_at: null, text: "Attached." })
+    page.once("dialog", (dialog) => dialog.accept())
+    await later.getByRole("button", { name: "Reject" }).click()
+    await later.waitFor({ state: "detached" })
+  })
+
   it("says when it stops hearing the server (its event stream refused), tries again and catches up on what came meanwhile", async () => {
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByRole("heading", { name: address }).waitFor()
@@ -979,7 +1071,11 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
     // All drafts: one request for the drafts, one per 100 mailboxes for their addresses; none per mailbox.
     const asked: Array<string> = []
-    const record = (request: { url: () => string }) => asked.push(new URL(request.url()).pathname)
+    // The drafts' watch (live.js: their newest change, one draft, read at once and every 15 s) is no list.
+    const record = (request: { url: () => string }) => {
+      const url = new URL(request.url())
+      if (!(url.pathname === "/api/drafts" && url.searchParams.get("sort") === "updated_at:desc" && url.searchParams.get("limit") === "1")) asked.push(url.pathname)
+    }
     page.on("request", record)
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Drafts" }).click()
     const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })

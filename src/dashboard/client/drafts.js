@@ -1,13 +1,19 @@
 /**
  * Drafts awaiting approval: what agents wrote (POST …/drafts) for a person to review, edit, approve
  * (send) or reject (delete). One mailbox's drafts, or those of every mailbox. A draft that is sent
- * stays listed with a link to the email it became; a scheduled one shows when it will leave.
+ * stays listed with a link to the email it became; a scheduled one says it leaves at its time unless
+ * rejected or unscheduled.
+ *
+ * What is approved is what is sent: approving and saving name the version of the draft the person
+ * was shown (`if_updated_at`), and the server refuses (409) a draft changed since, by its agent say.
+ * The page then reads the draft again and says so; it also follows agents' edits as they come (live.js
+ * `onDrafts`), and says when a draft changed while it was shown.
  */
 import { html } from "htm/preact"
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
-import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
+import { allMailboxes, ApiError, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, MESSAGE_LABELS, parseRecipients, recipientError } from "./compose.js"
-import { onDelivery } from "./live.js"
+import { onDelivery, onDrafts } from "./live.js"
 import { HtmlPreview } from "./mail-frame.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useAction, useReloading, when } from "./ui.js"
@@ -82,6 +88,13 @@ const Forwarded = ({ emailId }) => {
     </section>`
 }
 
+/**
+ * Whether the server refused an action because the draft changed after the version it named: a 409
+ * whose details name the version asked for (`if_updated_at`), as a draft being sent's 409 does not.
+ * @param {unknown} error
+ */
+const isChangedMeanwhile = (error) => error instanceof ApiError && error.status === 409 && typeof error.details?.if_updated_at === "string"
+
 /** @param {any} draft */
 const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" : "Reply") : draft.forward_of ? "Forward" : "New message"
 
@@ -99,6 +112,13 @@ const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" 
  */
 const DraftItem = ({ draft, address, run, onMeanwhile }) => {
   const [editing, setEditing] = useState(false)
+  // The version the edit form started from (read again after a save refused as stale): what Save compares with, and names.
+  const [base, setBase] = useState(draft)
+  // The version the person has taken in: a draft shown in a newer one (an agent's edit) says so until they act on it.
+  const [acknowledged, setAcknowledged] = useState(draft.updated_at)
+  // What the server refused because the draft had changed: the approval, or the save.
+  const [stale, setStale] = useState(/** @type {"send" | "save" | null} */ (null))
+  const [keepSchedule, setKeepSchedule] = useState(true)
   const [to, setTo] = useState(formatRecipients(draft.to))
   const [cc, setCc] = useState(formatRecipients(draft.cc))
   const [bcc, setBcc] = useState(formatRecipients(draft.bcc))
@@ -117,9 +137,12 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
    */
   const act = (action) =>
     own.run(async () => {
+      setStale(null)
       try {
         await action()
       } catch (error) {
+        // Changed since it was shown: nothing was done; the list read below shows it as it is now.
+        if (isChangedMeanwhile(error)) return
         // Gone meanwhile: its card goes with the list read below, so the page says what happened.
         if (!isNotFound(error)) throw error
         onMeanwhile({ title })
@@ -149,6 +172,10 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
     wasEditing.current = editing
   }, [editing])
   const edit = () => {
+    setBase(draft)
+    setAcknowledged(draft.updated_at)
+    setStale(null)
+    setKeepSchedule(true)
     setTo(formatRecipients(draft.to))
     setCc(formatRecipients(draft.cc))
     setBcc(formatRecipients(draft.bcc))
@@ -157,33 +184,70 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
     own.clear()
     setEditing(true)
   }
+  // Saved over the version the form started from, or refused: then the draft as it is now is read,
+  // shown with the form (the person's words kept in it), and becomes what a second Save replaces.
   const save = () =>
     act(async () => {
-      const textChanged = text !== (draft.text ?? "")
-      await call("PATCH", path, {
-        to: edited(to, draft.to, parseRecipients),
-        cc: edited(cc, draft.cc, parseRecipients),
-        bcc: edited(bcc, draft.bcc, parseRecipients),
-        subject: edited(subject, draft.subject, asIs),
-        text: edited(text, draft.text, asIs),
-        // Mail programs show the HTML version rather than the text: the person's wording replaces the agent's HTML.
-        html: textChanged && draft.html ? null : undefined
-      })
-      setEditing(false)
+      const textChanged = text !== (base.text ?? "")
+      try {
+        const saved = await call("PATCH", path, {
+          to: edited(to, base.to, parseRecipients),
+          cc: edited(cc, base.cc, parseRecipients),
+          bcc: edited(bcc, base.bcc, parseRecipients),
+          subject: edited(subject, base.subject, asIs),
+          text: edited(text, base.text, asIs),
+          // Mail programs show the HTML version rather than the text: the person's wording replaces the agent's HTML.
+          html: textChanged && base.html ? null : undefined,
+          send_at: base.send_at && !keepSchedule ? null : undefined,
+          if_updated_at: base.updated_at
+        })
+        setAcknowledged(saved.data.updated_at)
+        setEditing(false)
+      } catch (error) {
+        if (!isChangedMeanwhile(error)) throw error
+        const now = (await call("GET", path)).data
+        setBase(now)
+        setAcknowledged(now.updated_at)
+        setStale("save")
+        setKeepSchedule(true)
+        throw error
+      }
     })
+  const approve = () =>
+    act(async () => {
+      setAcknowledged(draft.updated_at)
+      try {
+        await call("POST", path + "/send", { if_updated_at: draft.updated_at })
+      } catch (error) {
+        if (isChangedMeanwhile(error)) setStale("send")
+        throw error
+      }
+    })
+  const scheduled = draft.status === "draft" && draft.send_at ? new Date(draft.send_at).toLocaleString() : null
+  // Changed while shown (an agent's edit the page followed, or one the server told of): said until the person acts on it.
+  const changedWhileShown = draft.status === "draft" && !editing && stale === null && draft.updated_at !== acknowledged
 
   return html`
     <li class="item wrap" aria-label=${"Draft: " + title}>
       <div class="grow">
         <div><strong>${title}</strong> <span class="tag">${kindOf(draft)}</span> <span class=${"tag " + (draft.status === "sent" ? "succeeded" : "")}>${
-    draft.status === "draft" ? "awaiting approval" : draft.status
+    draft.status === "draft" ? (scheduled ? "scheduled" : "awaiting approval") : draft.status
   }</span></div>
         <div class="muted small">${address ? `From ${address} · ` : ""}To ${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "the original's sender" : formatRecipients(draft.to) || "nobody yet"}${
     draft.cc?.length ? ` · Cc ${formatRecipients(draft.cc)}` : ""
   }${draft.bcc?.length ? ` · Bcc ${formatRecipients(draft.bcc)}` : ""}${
     draft.reply_to ? ` · Replies to ${formatRecipients([draft.reply_to])}` : ""
   } · written ${when(draft.created_at)}</div>
-        ${draft.send_at && draft.status === "draft" && html`<div class="small">Scheduled for ${new Date(draft.send_at).toLocaleString()}</div>`}
+        ${scheduled && html`<div class="small">${`Scheduled: it will be sent by itself at ${scheduled}, without approval, unless you reject it or remove the schedule (Edit).`}</div>`}
+        <div role="status">
+          ${stale === "send" && html`<p class="notice">This draft was changed (by its agent, or elsewhere) after it was shown to you: nothing was sent. It now reads as below: review it, then approve it again.</p>`}
+          ${changedWhileShown && html`<p class="notice">This draft was changed (by its agent, or elsewhere) while it was shown: it now reads as below. Review it before approving.</p>`}
+          ${stale === "save" && html`<p class="notice">${`Not saved: this draft was changed (by its agent, or elsewhere) while you edited it. It now goes to ${formatRecipients(base.to) || "nobody yet"}${
+    base.cc?.length ? `, Cc ${formatRecipients(base.cc)}` : ""
+  }${base.bcc?.length ? `, Bcc ${formatRecipients(base.bcc)}` : ""}, with the subject “${base.subject ?? ""}”, and reads as below; your edits are still in the form: Save draft puts them in its place, Cancel keeps it as it is.`}</p>
+            ${base.text && html`<pre class="mail-text draft-text" aria-label="The draft as it is now">${base.text}</pre>`}`}
+          ${editing && stale === null && draft.updated_at !== base.updated_at && html`<p class="notice">This draft was changed (by its agent, or elsewhere) since you began editing it: saving will show you how.</p>`}
+        </div>
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
         ${!editing && draft.html && html`
           <${HtmlPreview} title=${"HTML version of " + title} html=${draft.html} />`}
@@ -197,7 +261,7 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
       </div>
       ${draft.status === "draft" && !editing && html`
         <div class="actions">
-          <button type="button" disabled=${busy} onClick=${() => act(() => call("POST", path + "/send"))}>Approve and send</button>
+          <button type="button" disabled=${busy} onClick=${approve}>${scheduled ? "Send now" : "Approve and send"}</button>
           <button type="button" class="secondary" disabled=${busy} ref=${editButton} onClick=${edit}>Edit</button>
           <button type="button" class="danger" disabled=${busy} onClick=${reject}>Reject</button>
         </div>`}
@@ -209,10 +273,13 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
           <${Field} id=${"draft-bcc-" + draft.draft_id} label="Bcc" value=${bcc} onInput=${setBcc} error=${recipientError(error, "bcc", bcc)} />
           <${Field} id=${"draft-subject-" + draft.draft_id} label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
           <${TextArea} id=${"draft-text-" + draft.draft_id} label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")}
-            hint=${draft.html ? "The agent also wrote an HTML version, which mail programs show instead of this text: changing the message removes it, so what you approve is what is sent." : undefined} />
+            hint=${base.html ? "The agent also wrote an HTML version, which mail programs show instead of this text: changing the message removes it, so what you approve is what is sent." : undefined} />
+          ${base.send_at && html`
+            <label class="check"><input type="checkbox" checked=${keepSchedule} onChange=${(/** @type {any} */ e) => setKeepSchedule(e.currentTarget.checked)} />
+              ${` Send it by itself at ${new Date(base.send_at).toLocaleString()} (untick to remove the schedule: it then waits for approval)`}</label>`}
           <div class="actions">
             <button type="submit">Save draft</button>
-            <button type="button" class="secondary" onClick=${() => setEditing(false)}>Cancel</button>
+            <button type="button" class="secondary" onClick=${() => (setStale(null), setEditing(false))}>Cancel</button>
           </div>
         </form>`}
       <div class="full"><${ErrorNote} error=${error} labels=${MESSAGE_LABELS} /></div>
@@ -285,6 +352,8 @@ const useDraftPage = (path, before = async () => {}) => {
   useEffect(() => onDelivery((event) => {
     if (!listed.current.has(event.data?.email_id)) reading.retry()
   }), [path, offset])
+  // A draft an agent edits, writes, sends or deletes while the page is open: read again (live.js watches them).
+  useEffect(() => onDrafts(() => reading.retry()), [path, offset])
   const [meanwhile, onMeanwhile] = useState(/** @type {Meanwhile | null} */ (null))
   const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${drafts?.total ?? 0} noun="drafts awaiting approval" onOffset=${setOffset} />`
   return { drafts, pager, meanwhile, onMeanwhile, ...reading }

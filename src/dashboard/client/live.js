@@ -6,7 +6,15 @@
  * after an answer that is not a stream (a 429, a 503 from a server stopping) it stops for good. This
  * module then opens a new one, waiting longer each time, and once it is up tells every listener to
  * read afresh (`stream.reopened`): what happened in between is not replayed.
+ *
+ * Drafts have no event of their own (an agent's edit is no event kind a webhook or the stream
+ * carries): while a page listens for them (`onDrafts`), the newest change among the drafts awaiting
+ * approval is read instead, one small request every DRAFTS_POLL_MS while the stream is wanted and the
+ * tab is shown (and at once when listening starts, the stream is opened, or the tab shown again).
+ * A draft edited becomes the newest; one written, sent or deleted changes how many there are.
  */
+import { call, query } from "./api.js"
+
 /** @type {EventSource | null} */
 let source = null
 /** Whether the page is signed in and wants the stream (until `disconnect`). */
@@ -24,6 +32,17 @@ const mailListeners = new Set()
 const deliveryListeners = new Set()
 /** @type {Set<(up: boolean) => void>} */
 const stateListeners = new Set()
+/** @type {Set<(event: any) => void>} */
+const draftListeners = new Set()
+/** Fifteen seconds: 4 small reads a minute, well inside a person's 100 (and 2,000 an hour). */
+const DRAFTS_POLL_MS = 15_000
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let draftsTimer
+/** The drafts awaiting approval as last read: how many, and the newest change (undefined: not read yet). */
+/** @type {string | undefined} */
+let draftsSeen
+/** Bumped whenever polling starts afresh or stops: an answer to an older round is nobody's. */
+let draftsRound = 0
 
 const MAIL = ["email.received", "email.deleted"]
 /** Each recipient's delivery of sent mail, as the mta reports it: any of them says the email left. */
@@ -68,8 +87,40 @@ const open = (reopened) => {
   })
 }
 
+/**
+ * Read the drafts' newest change now, tell the listeners when it is not what was read before, and
+ * read again in DRAFTS_POLL_MS; `stop` only stops.
+ * @param {boolean} [stop]
+ */
+const pollDrafts = async (stop = false) => {
+  const round = ++draftsRound
+  clearTimeout(draftsTimer)
+  draftsTimer = undefined
+  if (stop || !wanted || draftListeners.size === 0) return
+  if (!document.hidden) {
+    try {
+      const answer = await call("GET", "/api/drafts" + query({ status: "draft", sort: "updated_at:desc", limit: 1 }))
+      if (round !== draftsRound) return
+      const newest = answer.data[0]
+      const seen = `${answer.meta.total} ${newest?.draft_id ?? ""} ${newest?.updated_at ?? ""}`
+      const changed = draftsSeen !== undefined && seen !== draftsSeen
+      draftsSeen = seen
+      if (changed) for (const listener of draftListeners) listener({ event: "drafts.changed", data: {} })
+    } catch {
+      // A read refused (a 429) or unanswered is no change: the next round asks again.
+      if (round !== draftsRound) return
+    }
+  }
+  draftsTimer = setTimeout(() => pollDrafts(), DRAFTS_POLL_MS)
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && draftListeners.size > 0 && wanted) pollDrafts()
+})
+
 export const connect = () => {
   wanted = true
+  if (draftListeners.size > 0) pollDrafts()
   if (source || reopening !== undefined) return
   open(false)
 }
@@ -82,6 +133,7 @@ export const disconnect = () => {
   source = null
   wait = FIRST_WAIT_MS
   setUp(true)
+  pollDrafts(true)
 }
 
 /** Hear whether the stream is up: false while it is down and being opened again. @param {(up: boolean) => void} listener @returns {() => void} the unsubscribe */
@@ -103,6 +155,22 @@ export const onMail = (listener) => {
 export const onDelivery = (listener) => {
   deliveryListeners.add(listener)
   return () => deliveryListeners.delete(listener)
+}
+
+/**
+ * Hear that the drafts awaiting approval changed (an agent edited, wrote, sent or deleted one), within
+ * DRAFTS_POLL_MS. @param {(event: any) => void} listener @returns {() => void} the unsubscribe
+ */
+export const onDrafts = (listener) => {
+  draftListeners.add(listener)
+  if (draftListeners.size === 1) pollDrafts()
+  return () => {
+    draftListeners.delete(listener)
+    if (draftListeners.size > 0) return
+    // Read afresh by the next page that listens, which reads the drafts itself.
+    draftsSeen = undefined
+    pollDrafts(true)
+  }
 }
 
 /**
