@@ -56,6 +56,7 @@ import { connectionCounter } from "./connections.ts"
 import { listenUntilDrained, readingProxyHeaders, SHUTTING_DOWN, tlsFiles } from "./listen.ts"
 import { SmtpMetrics, type SmtpPhase } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
+import { withCrlf } from "../../services/mail/line-ends.ts"
 
 /** How long storing and publishing an accepted message may take before the sender is told to retry. */
 const DATA_TIMEOUT_MS = 30_000
@@ -263,7 +264,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
           void run(Effect.logWarning("DATA answered 451: a recipient of the message was never accepted"))
           return answer(smtpError("data", temporaryFailure.reply))
         }
-        const raw = Buffer.concat(chunks, bytes)
+        // Bare LFs made CRLF before anything reads the message: stored, sized and served as mail is (line-ends.ts).
+        const raw = withCrlf(Buffer.concat(chunks, bytes))
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
         const receivedAt = new Date()
         const envelope = { clientIp: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom, raw }
