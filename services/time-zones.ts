@@ -103,12 +103,29 @@ export const offsetMinutes = (zone: string, utc: number): number | undefined => 
 /** Whether `zone` is an IANA time zone this runtime knows ("Europe/Paris"; "UTC"). */
 export const isTimeZone = (zone: string): boolean => offsetMinutes(zone, 0) !== undefined
 
-/** The UTC moment of a wall-clock time in `zone` (an IANA zone Intl knows). */
-export const fromWallTime = (zone: string, wall: WallTime): number => {
+/**
+ * The UTC moments at which a zone's clocks read `wall`, earliest first, `offsetAt` giving the zone's
+ * offset (minutes) at a UTC moment: one as a rule, none for a time they skip (moving forward), two for
+ * one they pass twice (moving back), of which RFC 5545 §3.3.5 means the first. Each offset the zone has
+ * within a day of it is tried: those that give back the same wall time are the moments.
+ */
+export const wallMoments = (wall: WallTime, offsetAt: (utc: number) => number): Array<number> => {
   const guess = asUtc(wall)
-  const first = offsetMinutes(zone, guess)!
-  // The offset at the moment itself, not at the wall time read as UTC (they differ near a change).
-  return guess - (offsetMinutes(zone, guess - first * MINUTE) ?? first) * MINUTE
+  const offsets = new Set([offsetAt(guess - DAY), offsetAt(guess), offsetAt(guess + DAY)])
+  return [...offsets].map((offset) => guess - offset * MINUTE).filter((utc) => offsetAt(utc) * MINUTE === guess - utc).sort((a, b) => a - b)
+}
+
+/**
+ * The UTC moment of a wall-clock time in `zone` (an IANA zone Intl knows): for one the clocks pass
+ * twice, the first (RFC 5545 §3.3.5), as `localMoment` places a meeting's.
+ */
+export const fromWallTime = (zone: string, wall: WallTime): number => {
+  const first = wallMoments(wall, (utc) => offsetMinutes(zone, utc)!)[0]
+  if (first !== undefined) return first
+  // A time the clocks skip, placed as it always was: by the offset at the wall time read as UTC's moment.
+  const guess = asUtc(wall)
+  const near = offsetMinutes(zone, guess)!
+  return guess - (offsetMinutes(zone, guess - near * MINUTE) ?? near) * MINUTE
 }
 
 /** A local time written without an offset (`2026-12-03T15:00`, seconds optional) that exists on a calendar; else undefined. */
@@ -128,12 +145,7 @@ export const localTime = (local: string): WallTime | undefined => {
 export const localMoment = (local: string, zone: string): number | undefined => {
   const wall = localTime(local)
   if (wall === undefined || offsetMinutes(zone, 0) === undefined) return undefined
-  // Each offset the zone has around then, tried: those that give back the same wall time are the
-  // moments meant (none in a gap, two in an overlap).
-  const guess = asUtc(wall)
-  const offsets = new Set([offsetMinutes(zone, guess - DAY)!, offsetMinutes(zone, guess)!, offsetMinutes(zone, guess + DAY)!])
-  const moments = [...offsets].map((offset) => guess - offset * MINUTE).filter((utc) => asUtc(wallTime(zone, utc)) === guess)
-  return moments.length === 0 ? undefined : Math.min(...moments)
+  return wallMoments(wall, (utc) => offsetMinutes(zone, utc)!)[0]
 }
 
 interface Change {

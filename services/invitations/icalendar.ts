@@ -19,7 +19,7 @@ import { Either } from "effect"
 import ICAL from "ical.js"
 import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
 import { ruleProblem } from "../schedule/rule-limits.ts"
-import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } from "../time-zones.ts"
+import { fromWallTime, isRealWallTime, isTimeZone, utcTime, vtimezoneLines, wallMoments, wallTime } from "../time-zones.ts"
 
 // ical.js cuts a long line every 75 octets and then puts the continuation's space in front, making
 // 76-octet lines; RFC 5545 §3.1 wants at most 75 with it. Its setting is read as it writes.
@@ -162,17 +162,52 @@ const ianaNames = (tzid: string) => {
   return tail !== undefined && tail !== tzid ? [tzid, tail] : [tzid]
 }
 
-/** The UTC moment of a wall-clock time in `tzid`, or undefined when the zone cannot be resolved. */
+/** The moments (UTC milliseconds) of a defined zone's changes of offset, as worked out so far, by zone. */
+const changeMoments = new WeakMap<ICAL.Timezone, { readonly count: number; readonly at: Float64Array }>()
+
+/**
+ * The offset (minutes) of a zone a calendar defines at the UTC moment `utc`, as far as its changes are
+ * worked out (ical.js works them out to the year a time it converts falls in, and some years beyond).
+ * Before its first change, none, as ical.js reads it.
+ */
+const definedOffsetAt = (zone: ICAL.Timezone) => (utc: number): number => {
+  // ical.js keeps its changes in UTC, sorted, with offsets in seconds.
+  const changes = zone.changes as ReadonlyArray<
+    { year: number; month: number; day: number; hour: number; minute: number; second: number; utcOffset: number }
+  >
+  let kept = changeMoments.get(zone)
+  if (kept === undefined || kept.count !== changes.length) {
+    kept = { count: changes.length, at: Float64Array.from(changes, (c) => utcTime(c.year, c.month - 1, c.day, c.hour, c.minute, c.second)) }
+    changeMoments.set(zone, kept)
+  }
+  // The last change at or before `utc`.
+  let [low, high] = [0, kept.count]
+  while (low < high) {
+    const middle = (low + high) >>> 1
+    if (kept.at[middle]! <= utc) low = middle + 1
+    else high = middle
+  }
+  return low === 0 ? 0 : changes[low - 1]!.utcOffset / 60
+}
+
+/**
+ * The UTC moment of a wall-clock time in `tzid`, or undefined when the zone cannot be resolved. A
+ * time the clocks pass twice is the first (RFC 5545 §3.3.5): ical.js takes the second, the zone's
+ * standard time; one they skip is read as ical.js reads it.
+ */
 const toUtc = (time: ICAL.Time, tzid: string, calendar: ICAL.Component): number | undefined => {
   const definition = calendar.getAllSubcomponents("vtimezone").find((zone) => zone.getFirstPropertyValue("tzid") === tzid)
   if (definition !== undefined) {
     try {
+      // The zone parseCalendar gave the calendar for it, else made now.
+      const zone = zoneCacheOf(calendar)?.get(tzid) ?? definedZone(definition)
       const zoned = ICAL.Time.fromData(
         { year: time.year, month: time.month, day: time.day, hour: time.hour, minute: time.minute, second: time.second, isDate: false },
-        // The zone parseCalendar gave the calendar for it, else made now.
-        zoneCacheOf(calendar)?.get(tzid) ?? definedZone(definition)
+        zone
       )
-      return zoned.toUnixTime() * 1000
+      // Converting works the zone's changes out to the time's year first.
+      const byIcal = zoned.toUnixTime() * 1000
+      return wallMoments(time, definedOffsetAt(zone))[0] ?? byIcal
     } catch {
       // A definition ical.js cannot use: the zone's name may still be one Intl knows.
     }

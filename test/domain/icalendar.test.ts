@@ -102,6 +102,64 @@ describe("reading an invitation", () => {
       .toBe("2026-03-29T01:00:00Z")
   })
 
+  it("reads a time the clocks pass twice as the first pass, through Outlook's VTIMEZONE, the one a meeting writes, or an IANA name alone", () => {
+    // Outlook's Central Europe: back from 03:00 (+02:00) to 02:00 (+01:00) on the last Sunday of October.
+    const outlookZone = [
+      "BEGIN:VTIMEZONE",
+      "TZID:W. Europe Standard Time",
+      "BEGIN:STANDARD",
+      "DTSTART:16010101T030000",
+      "TZOFFSETFROM:+0200",
+      "TZOFFSETTO:+0100",
+      "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10",
+      "END:STANDARD",
+      "BEGIN:DAYLIGHT",
+      "DTSTART:16010101T020000",
+      "TZOFFSETFROM:+0100",
+      "TZOFFSETTO:+0200",
+      "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=3",
+      "END:DAYLIGHT",
+      "END:VTIMEZONE"
+    ]
+    const outlook = (start: string, end: string) =>
+      read(calendar(
+        "METHOD:REQUEST",
+        ...outlookZone,
+        ...event("UID:dst", `DTSTART;TZID=W. Europe Standard Time:${start}`, `DTEND;TZID=W. Europe Standard Time:${end}`, "ORGANIZER:mailto:o@partner.test")
+      ))
+    const night = outlook("20271031T023000", "20271031T024500")
+    expect([night.start.date_time, night.end?.date_time, night.start.time_zone]).toEqual(["2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z", "W. Europe Standard Time"])
+    // The hours either side are there once; one the clocks skip in March is read as before.
+    expect([outlook("20271031T015900", "20271031T030000").start.date_time, outlook("20271031T015900", "20271031T030000").end?.date_time])
+      .toEqual(["2027-10-30T23:59:00Z", "2027-10-31T02:00:00Z"])
+    expect(outlook("20270328T023000", "20270328T040000").start.date_time).toBe("2027-03-28T00:30:00Z")
+
+    // A meeting kept in a zone, written with the VTIMEZONE Mailroom makes, reads back at its own moment; without it (as Google sends), too.
+    for (const [zone, local, moment, end] of [
+      ["Europe/Paris", "20271031T023000", "2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z"],
+      ["America/New_York", "20271107T013000", "2027-11-07T05:30:00Z", "2027-11-07T05:45:00Z"],
+      ["Australia/Lord_Howe", "20270404T014500", "2027-04-03T14:45:00Z", "2027-04-03T14:55:00Z"]
+    ] as const) {
+      const written = organizerCalendar("REQUEST", {
+        uid: "m@agents.localhost",
+        sequence: 0,
+        summary: "Night shift",
+        description: null,
+        location: null,
+        url: null,
+        start: { date_time: moment, date: null, time_zone: zone },
+        end: { date_time: end, date: null, time_zone: zone },
+        recurrence: null,
+        organizer: { address: "planner@agents.localhost", name: null },
+        attendees: [{ address: "ada@partner.test", name: null, status: "needs_action" }]
+      }, new Date("2027-01-01T00:00:00Z"))
+      expect(written).toContain(`DTSTART;TZID=${zone}:${local}\r\n`)
+      expect(`${zone} ${read(written).start.date_time} ${read(written).end?.date_time}`).toBe(`${zone} ${moment} ${end}`)
+      const google = read(calendar(...event("UID:g", `DTSTART;TZID=${zone}:${local}`)))
+      expect(`${zone} ${google.start.date_time}`).toBe(`${zone} ${moment}`)
+    }
+  })
+
   it("reads one occurrence of a repeating event, and a cancellation", () => {
     const occurrence = read(calendar(
       "METHOD:REQUEST",

@@ -10,6 +10,7 @@ import { describe, expect, it, vi } from "vitest"
 import { readInvitation } from "../../services/invitations/icalendar.ts"
 import { headline, invitationOf, merge, occurrences, span, spanning } from "../../services/schedule/occurrences.ts"
 import { ruleProblem } from "../../services/schedule/rule-limits.ts"
+import { vtimezoneLines } from "../../services/time-zones.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (method: string, ...lines: Array<string>) =>
@@ -18,6 +19,25 @@ const event = (...lines: Array<string>) => ["BEGIN:VEVENT", ...lines, "END:VEVEN
 const apply = (kept: string | undefined, text: string) => merge(kept, invitationOf(text)!)
 const times = (kept: string, from: string, to: string) =>
   occurrences(kept, new Date(from), new Date(to)).map((o) => [o.start.date_time ?? o.start.date, o.end.date_time ?? o.end.date, o.status])
+
+/** Outlook's Central Europe: back from 03:00 (+02:00) to 02:00 (+01:00) on the last Sunday of October. */
+const outlookCentralEurope = [
+  "BEGIN:VTIMEZONE",
+  "TZID:W. Europe Standard Time",
+  "BEGIN:STANDARD",
+  "DTSTART:16010101T030000",
+  "TZOFFSETFROM:+0200",
+  "TZOFFSETTO:+0100",
+  "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10",
+  "END:STANDARD",
+  "BEGIN:DAYLIGHT",
+  "DTSTART:16010101T020000",
+  "TZOFFSETFROM:+0100",
+  "TZOFFSETTO:+0200",
+  "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=3",
+  "END:DAYLIGHT",
+  "END:VTIMEZONE"
+]
 
 const weekly = calendar(
   "REQUEST",
@@ -43,6 +63,35 @@ describe("expanding a kept event", () => {
     expect(all.map(([start]) => start)).toEqual(["2026-07-02T16:00:00Z", "2026-07-09T16:00:00Z", "2026-07-16T16:00:00Z", "2026-07-23T16:00:00Z"])
     // The COUNT walked once, when kept: its last repeat in the event's own wall-clock time (Pacific).
     expect(span(kept)).toEqual({ first: new Date("2026-07-02T16:00:00Z"), last: new Date("2026-07-23T17:00:00Z"), repeatsUntil: "2026-07-23T09:00:00" })
+  })
+
+  it("puts a repeat that lands on an hour the clocks pass twice at its first pass, whichever zone and however the zone is given", () => {
+    const daily = (zone: ReadonlyArray<string>, tzid: string, start: string, end: string, ...more: Array<string>) =>
+      apply(undefined, calendar("REQUEST", ...zone, ...event("UID:night", "SEQUENCE:0", `DTSTART;TZID=${tzid}:${start}`, `DTEND;TZID=${tzid}:${end}`,
+        "RRULE:FREQ=DAILY", "SUMMARY:Night shift", ...more)))!
+    const starts = (kept: string, from: string, to: string) => occurrences(kept, new Date(from), new Date(to)).map((o) => [o.start.date_time, o.end.date_time, o.recurrenceId])
+    // Paris, as a meeting writes it (its own VTIMEZONE): 02:30 on 31 October is first at +02:00 (00:30 UTC), the next day at +01:00.
+    const paris = daily(vtimezoneLines("Europe/Paris", 2027), "Europe/Paris", "20271029T023000", "20271029T024500")
+    expect(starts(paris, "2027-10-30T00:00:00Z", "2027-11-02T00:00:00Z")).toEqual([
+      ["2027-10-30T00:30:00Z", "2027-10-30T00:45:00Z", "2027-10-30T00:30:00Z"],
+      ["2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z", "2027-10-31T00:30:00Z"],
+      ["2027-11-01T01:30:00Z", "2027-11-01T01:45:00Z", "2027-11-01T01:30:00Z"]
+    ])
+    // Outlook's zone for the same, weekly on Sundays.
+    const outlook = apply(undefined, calendar("REQUEST", ...outlookCentralEurope, ...event("UID:sunday", "SEQUENCE:0",
+      "DTSTART;TZID=W. Europe Standard Time:20271017T023000", "DTEND;TZID=W. Europe Standard Time:20271017T024500", "RRULE:FREQ=WEEKLY;BYDAY=SU")))!
+    expect(times(outlook, "2027-10-30T00:00:00Z", "2027-11-08T00:00:00Z").map(([start]) => start)).toEqual(["2027-10-31T00:30:00Z", "2027-11-07T01:30:00Z"])
+    // New York as Google sends it (an IANA name, no VTIMEZONE): 01:30 on 7 November is first at -04:00.
+    const newYork = daily([], "America/New_York", "20271105T013000", "20271105T014500")
+    expect(starts(newYork, "2027-11-07T00:00:00Z", "2027-11-09T00:00:00Z").map(([start]) => start)).toEqual(["2027-11-07T05:30:00Z", "2027-11-08T06:30:00Z"])
+    // Lord Howe, whose clocks go back half an hour: 01:45 on 4 April is first at +11:00.
+    const lordHowe = daily(vtimezoneLines("Australia/Lord_Howe", 2027), "Australia/Lord_Howe", "20270402T014500", "20270402T015500")
+    expect(starts(lordHowe, "2027-04-03T00:00:00Z", "2027-04-05T00:00:00Z").map(([start]) => start)).toEqual(["2027-04-03T14:45:00Z", "2027-04-04T15:15:00Z"])
+    // The occurrence on the repeated hour moved by its organizer (its RECURRENCE-ID the wall time again): the move replaces it.
+    const moved = apply(paris, calendar("REQUEST", ...vtimezoneLines("Europe/Paris", 2027), ...event("UID:night", "SEQUENCE:0",
+      "RECURRENCE-ID;TZID=Europe/Paris:20271031T023000", "DTSTART;TZID=Europe/Paris:20271031T040000", "DTEND;TZID=Europe/Paris:20271031T041500",
+      "SUMMARY:Night shift (later)")))!
+    expect(starts(moved, "2027-10-31T00:00:00Z", "2027-11-01T00:00:00Z")).toEqual([["2027-10-31T03:00:00Z", "2027-10-31T03:15:00Z", "2027-10-31T00:30:00Z"]])
   })
 
   it("answers whole days as days, and an event that does not repeat once, if it overlaps the range", () => {

@@ -278,6 +278,36 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(long).toMatchObject({ _tag: "ValidationError", details: { to: "must be at most 62 days after from" } })
       }))
 
+    it.effect("an Outlook invitation at a time the clocks pass twice is at the first pass, busy then and not an hour later", () =>
+      Effect.gen(function*() {
+        const { address, owner, mailboxId, receive, list, schedule } = yield* world()
+        // Outlook's Central Europe (a Windows name, its own VTIMEZONE): back from 03:00 (+02:00) to 02:00 (+01:00) on 31 October 2027.
+        const outlook = [
+          "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST",
+          "BEGIN:VTIMEZONE", "TZID:W. Europe Standard Time",
+          "BEGIN:STANDARD", "DTSTART:16010101T030000", "TZOFFSETFROM:+0200", "TZOFFSETTO:+0100", "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10", "END:STANDARD",
+          "BEGIN:DAYLIGHT", "DTSTART:16010101T020000", "TZOFFSETFROM:+0100", "TZOFFSETTO:+0200", "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=3", "END:DAYLIGHT",
+          "END:VTIMEZONE",
+          "BEGIN:VEVENT", "UID:night@partner.test", "SEQUENCE:0",
+          "DTSTART;TZID=W. Europe Standard Time:20271031T023000", "DTEND;TZID=W. Europe Standard Time:20271031T024500",
+          "SUMMARY:Night shift", "ORGANIZER:mailto:grace@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+          "END:VEVENT", "END:VCALENDAR", ""
+        ].join("\r\n")
+        const received = yield* receive(outlook)
+        expect([received?.start?.date_time, received?.end?.date_time]).toEqual(["2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z"])
+        expect((yield* list({ from: "2027-10-30T00:00:00Z", to: "2027-11-01T00:00:00Z" })).map((o) => [o.start.date_time, o.end.date_time, o.busy]))
+          .toEqual([["2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z", true]])
+        const free = yield* schedule.availability(owner.userId, [mailboxId], {
+          from: "2027-10-31T00:00:00Z",
+          to: "2027-10-31T03:00:00Z",
+          hours: "00:00-03:00",
+          weekdays: "7",
+          duration_minutes: 30,
+          step_minutes: 30
+        })
+        expect(free.data.map((slot) => slot.start.slice(11, 16))).toEqual(["00:00", "01:00", "01:30", "02:00", "02:30"])
+      }))
+
     it.effect("several mailboxes: their schedules merged, each occurrence naming its own; free time when all are free; 404 names the first not the account's", () =>
       Effect.gen(function*() {
         const grace = yield* world()

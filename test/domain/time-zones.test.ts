@@ -5,7 +5,7 @@
  */
 import ICAL from "ical.js"
 import { describe, expect, it } from "vitest"
-import { fromWallTime, isRealWallTime, isTimeZone, localMoment, offsetMinutes, utcTime, vtimezoneLines, wallTime } from "../../services/time-zones.ts"
+import { fromWallTime, isRealWallTime, isTimeZone, localMoment, localTime, offsetMinutes, utcTime, vtimezoneLines, wallTime } from "../../services/time-zones.ts"
 
 /** The UTC moment (ISO) of local `wall` in `zone` as the written VTIMEZONE (from `year`'s rules) puts it. */
 const throughVtimezone = (zone: string, year: number, wall: string) => {
@@ -47,6 +47,25 @@ describe("time zones", () => {
     expect(at("2026-11-01T01:30", "America/New_York")).toBe("2026-11-01T05:30:00.000Z")
     // Not a local time: a day that does not exist, an offset, another zone's name.
     expect([at("2026-02-30T10:00", "UTC"), at("2026-12-03T15:00Z", "UTC"), at("2026-12-03T15:00", "Mars/Olympus")]).toEqual([undefined, undefined, undefined])
+  })
+
+  it("places a wall-clock time the clocks pass twice at the first pass, east and west of Greenwich and by half an hour; one they skip as before", () => {
+    const first = (zone: string, local: string) => {
+      const wall = localTime(local)!
+      return [new Date(fromWallTime(zone, wall)).toISOString(), new Date(localMoment(local, zone)!).toISOString()]
+    }
+    // Paris falls back from 03:00 (+02:00) to 02:00 (+01:00); New York from 02:00 (-04:00) to 01:00 (-05:00);
+    // Lord Howe from 02:00 (+11:00) to 01:30 (+10:30).
+    expect(first("Europe/Paris", "2027-10-31T02:30")).toEqual(["2027-10-31T00:30:00.000Z", "2027-10-31T00:30:00.000Z"])
+    expect(first("America/New_York", "2027-11-07T01:30")).toEqual(["2027-11-07T05:30:00.000Z", "2027-11-07T05:30:00.000Z"])
+    expect(first("Australia/Lord_Howe", "2027-04-04T01:45")).toEqual(["2027-04-03T14:45:00.000Z", "2027-04-03T14:45:00.000Z"])
+    // Either side of the repeated hour, the one moment there is.
+    expect(first("Europe/Paris", "2027-10-31T01:59")).toEqual(["2027-10-30T23:59:00.000Z", "2027-10-30T23:59:00.000Z"])
+    expect(first("Europe/Paris", "2027-10-31T03:00")).toEqual(["2027-10-31T02:00:00.000Z", "2027-10-31T02:00:00.000Z"])
+    // Skipped (spring forward): the schedule reads it as it did; a meeting refuses it.
+    expect(new Date(fromWallTime("Europe/Paris", localTime("2027-03-28T02:30")!)).toISOString()).toBe("2027-03-28T01:30:00.000Z")
+    expect(new Date(fromWallTime("America/New_York", localTime("2027-03-14T02:30")!)).toISOString()).toBe("2027-03-14T06:30:00.000Z")
+    expect(localMoment("2027-03-28T02:30", "Europe/Paris")).toBeUndefined()
   })
 
   it("writes a zone with summer time as two yearly rules that hold in later years, north and south", () => {
