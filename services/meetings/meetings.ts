@@ -93,6 +93,25 @@ const checkTimes = (start: EventTime, end: EventTime) => {
   return momentOf(end) > momentOf(start) ? Effect.void : Effect.fail(ValidationError.field("end", "must be after start"))
 }
 
+/**
+ * A repeat rule's UNTIL of the start's kind (RFC 5545 §3.3.10): a date for a whole-day meeting, a
+ * UTC date-time for one at a time (kept in UTC or in a zone alike); otherwise `recurrence` at fault.
+ * The rule alone reads well either way (schemas.ts), but calendars that get the other kind end the
+ * series where they please or refuse the invitation.
+ */
+const checkUntil = (start: EventTime, recurrence: string | null) => {
+  const until = recurrence === null ? undefined : /(?:^|;)UNTIL=([^;]*)/i.exec(recurrence)?.[1]
+  if (until === undefined) return Effect.void
+  if (start.date !== null) {
+    return /^\d{8}$/.test(until)
+      ? Effect.void
+      : Effect.fail(ValidationError.field("recurrence", "must end with UNTIL as a date such as 20270115, as start is a whole day (date)"))
+  }
+  return /^\d{8}T\d{6}Z$/i.test(until)
+    ? Effect.void
+    : Effect.fail(ValidationError.field("recurrence", "must end with UNTIL as a UTC date-time such as 20270115T235959Z, as start is a date_time"))
+}
+
 /** The attendees as given, each address once, none the mailbox itself; answers kept from `earlier`. */
 const attendeesOf = (
   input: ReadonlyArray<AddressInput>,
@@ -214,6 +233,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const start = timeOf(input.start)
       const end = timeOf(input.end)
       yield* checkTimes(start, end)
+      yield* checkUntil(start, input.recurrence ?? null)
       const attendees = yield* attendeesOf(input.attendees, organizer.address)
       const id = newId("mtg")
       const event: OrganizedEvent = {
@@ -282,6 +302,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const end = patch.end === undefined ? before.end : timeOf(patch.end)
       yield* checkTimes(start, end)
       const recurrence = patch.recurrence === undefined ? before.recurrence : patch.recurrence?.toUpperCase() ?? null
+      yield* checkUntil(start, recurrence)
       const rescheduled = !sameTime(start, before.start) || !sameTime(end, before.end) || recurrence !== before.recurrence
       const given = patch.attendees ?? before.attendees.map((a) => ({ address: a.address, ...(a.name === null ? {} : { name: a.name }) }))
       const kept = yield* attendeesOf(given, organizer.address, before.attendees)

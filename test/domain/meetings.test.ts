@@ -11,6 +11,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import { Meetings } from "../../services/meetings/meetings.ts"
 import { MeetingInput } from "../../services/meetings/schemas.ts"
+import { Schedule } from "../../services/schedule/schedule.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound } from "../support/outbound-services.ts"
 import { insertMailbox } from "../support/seed-mail.ts"
@@ -98,6 +99,83 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
           "bob@partner.test": ["tentative", null],
           "carol@partner.test": ["accepted", null]
         })
+      }))
+  })
+})
+
+layer(testDatabase, { timeout: "120 seconds" })("meetings' times", (it) => {
+  it.layer(Layer.merge(Meetings.Default, Schedule.Default).pipe(Layer.provideMerge(inProcessOutbound)))("Meetings.create and update", (it) => {
+    it.effect("a local time the clocks pass twice is on the schedule at the first pass, as the meeting answers it, repeats too; free time leaves it", () =>
+      Effect.gen(function*() {
+        const meetings = yield* Meetings
+        const schedule = yield* Schedule
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const meet = (summary: string, zone: string, start: string, end: string, recurrence?: string) =>
+          meetings.create(owner.userId, box.mailboxId, {
+            summary,
+            start: { date_time: start, time_zone: zone },
+            end: { date_time: end, time_zone: zone },
+            attendees: ["ada@partner.test"],
+            ...(recurrence === undefined ? {} : { recurrence })
+          })
+        // Paris goes back from 03:00 (+02:00) to 02:00 (+01:00); New York from 02:00 (-04:00) to 01:00 (-05:00); Lord Howe from 02:00 (+11:00) to 01:30 (+10:30).
+        const paris = yield* meet("Paris", "Europe/Paris", "2027-10-31T02:30", "2027-10-31T02:45")
+        expect([paris.start.date_time, paris.end.date_time]).toEqual(["2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z"])
+        yield* meet("New York", "America/New_York", "2027-11-07T01:30", "2027-11-07T01:45")
+        yield* meet("New York nightly", "America/New_York", "2027-11-05T01:10", "2027-11-05T01:20", "FREQ=DAILY;COUNT=4")
+        yield* meet("Lord Howe", "Australia/Lord_Howe", "2027-04-04T01:45", "2027-04-04T01:55")
+        const on = (from: string, to: string) =>
+          Effect.map(schedule.list(owner.userId, [box.mailboxId], { from, to }), (page) => page.data.map((o) => [o.summary, o.start.date_time, o.end.date_time]))
+        expect(yield* on("2027-10-30T00:00:00Z", "2027-11-09T00:00:00Z")).toEqual([
+          ["Paris", "2027-10-31T00:30:00Z", "2027-10-31T00:45:00Z"],
+          ["New York nightly", "2027-11-05T05:10:00Z", "2027-11-05T05:20:00Z"],
+          ["New York nightly", "2027-11-06T05:10:00Z", "2027-11-06T05:20:00Z"],
+          ["New York nightly", "2027-11-07T05:10:00Z", "2027-11-07T05:20:00Z"],
+          ["New York", "2027-11-07T05:30:00Z", "2027-11-07T05:45:00Z"],
+          ["New York nightly", "2027-11-08T06:10:00Z", "2027-11-08T06:20:00Z"]
+        ])
+        expect(yield* on("2027-04-03T00:00:00Z", "2027-04-05T00:00:00Z")).toEqual([["Lord Howe", "2027-04-03T14:45:00Z", "2027-04-03T14:55:00Z"]])
+        // From 02:00 to 03:00 in Paris that night, two hours pass: free but for the meeting's quarter of an hour at the first 02:30.
+        const free = yield* schedule.availability(owner.userId, [box.mailboxId], {
+          from: "2027-10-30T12:00:00Z",
+          to: "2027-11-01T00:00:00Z",
+          time_zone: "Europe/Paris",
+          hours: "02:00-03:00",
+          weekdays: "7",
+          duration_minutes: 30,
+          step_minutes: 30
+        })
+        expect(free.data.map((slot) => slot.start)).toEqual(["2027-10-31T02:00:00+02:00", "2027-10-31T02:00:00+01:00", "2027-10-31T02:30:00+01:00"])
+      }))
+
+    it.effect("a repeat rule whose UNTIL is not of the start's kind is 400 VALIDATION_ERROR on recurrence, and nothing is sent", () =>
+      Effect.gen(function*() {
+        const meetings = yield* Meetings
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const timed = { summary: "Sync", start: { date_time: "2027-01-04T10:00:00Z" }, end: { date_time: "2027-01-04T11:00:00Z" }, attendees: ["ada@partner.test"] }
+        const allDay = { summary: "Offsite", start: { date: "2027-01-04" }, end: { date: "2027-01-05" }, attendees: ["ada@partner.test"] }
+        const utcUntil = "must end with UNTIL as a UTC date-time such as 20270115T235959Z, as start is a date_time"
+        const dateUntil = "must end with UNTIL as a date such as 20270115, as start is a whole day (date)"
+        const refused = (message: string) => ({ _tag: "ValidationError", status: 400, code: "VALIDATION_ERROR", details: { recurrence: message } })
+        expect(yield* Effect.flip(meetings.create(owner.userId, box.mailboxId, { ...timed, recurrence: "FREQ=DAILY;UNTIL=20270115" }))).toMatchObject(refused(utcUntil))
+        // A local UNTIL too: with a zone (or in UTC) the start has, RFC 5545 wants it in UTC.
+        expect(yield* Effect.flip(meetings.create(owner.userId, box.mailboxId, {
+          ...timed,
+          start: { date_time: "2027-01-04T10:00", time_zone: "Europe/Paris" },
+          end: { date_time: "2027-01-04T11:00", time_zone: "Europe/Paris" },
+          recurrence: "FREQ=DAILY;UNTIL=20270115T100000"
+        }))).toMatchObject(refused(utcUntil))
+        expect(yield* Effect.flip(meetings.create(owner.userId, box.mailboxId, { ...allDay, recurrence: "FREQ=DAILY;UNTIL=20300110T000000Z" }))).toMatchObject(refused(dateUntil))
+        expect((yield* meetings.list(owner.userId, box.mailboxId, { limit: 10, offset: 0 }, { field: "created_at", direction: "desc" }, undefined)).total).toBe(0)
+        // Of the right kind, each is taken; a change to the other kind, of the rule or of the start, is refused the same way.
+        const sync = yield* meetings.create(owner.userId, box.mailboxId, { ...timed, recurrence: "FREQ=DAILY;UNTIL=20270115T235959Z" })
+        const offsite = yield* meetings.create(owner.userId, box.mailboxId, { ...allDay, recurrence: "FREQ=WEEKLY;UNTIL=20270301" })
+        expect([sync.recurrence, offsite.recurrence]).toEqual(["FREQ=DAILY;UNTIL=20270115T235959Z", "FREQ=WEEKLY;UNTIL=20270301"])
+        expect(yield* Effect.flip(meetings.update(owner.userId, sync.meeting_id, { recurrence: "FREQ=DAILY;UNTIL=20270115" }))).toMatchObject(refused(utcUntil))
+        expect(yield* Effect.flip(meetings.update(owner.userId, sync.meeting_id, { start: allDay.start, end: allDay.end }))).toMatchObject(refused(dateUntil))
+        expect((yield* meetings.get(owner.userId, sync.meeting_id)).sequence).toBe(0)
       }))
   })
 })
