@@ -135,6 +135,8 @@ const mailroom = async (sink: MxServer) => {
       JWT_SECRET: randomBytes(32).toString("hex"),
       DNS_SERVERS: names.address,
       OUTBOUND_SMTP_PORT: String(sink.port),
+      // The sink is on 127.0.0.1, which the mta refuses by default.
+      OUTBOUND_ALLOW_PRIVATE: "true",
       ...(qdrant === undefined ? {} : { QDRANT_URL: qdrant.url })
     }
     const nodes: Array<Awaited<ReturnType<typeof startServer>>> = []

@@ -221,6 +221,7 @@ export const outboundLayer = (config: AppConfigShape) =>
   DkimKeys.Default.pipe(Layer.provideMerge(Layer.succeed(OutboundSettings, {
     relay: config.smtpRelay,
     mxPort: config.outboundSmtpPort,
+    allowPrivate: config.outboundAllowPrivate,
     heloName: Option.getOrElse(config.smtpHeloName, () => config.mxHost),
     maxAge: config.outboundMaxAge,
     retryDelays: config.outboundRetryDelays,

@@ -332,6 +332,8 @@ export const appConfig = Config.all({
   metricsPort: Config.option(Config.port("METRICS_PORT")),
   smtpRelay: Config.option(relayUrl),
   outboundSmtpPort: Config.port("OUTBOUND_SMTP_PORT").pipe(Config.withDefault(25)),
+  /** Deliver to MX hosts on loopback and private addresses (local development): off, they are refused. */
+  outboundAllowPrivate: Config.boolean("OUTBOUND_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   outboundMaxAge: seconds("OUTBOUND_MAX_AGE", 48 * 3600),
   outboundRetryDelays: durations("OUTBOUND_RETRY_DELAYS", "1m,5m,15m,30m,1h"),
   smtpHeloName: Config.option(Config.string("SMTP_HELO_NAME").pipe(Config.mapOrFail(mailHost("SMTP_HELO_NAME")))),

@@ -118,6 +118,9 @@ export const nonPublicKind = (address: string): AddressKind | undefined => {
   return "reserved"
 }
 
+/** `kind` as a refusal message says it: "a loopback address", "an unspecified address", "a unique-local address". */
+export const kindInWords = (kind: AddressKind) => `${/^([aeio]|un[^i])/.test(kind) ? "an" : "a"} ${kind} address`
+
 /** The first non-public address among `addresses` and why, for the refusal message. */
 export const firstNonPublic = (addresses: ReadonlyArray<string>): { address: string; kind: AddressKind } | undefined => {
   for (const address of addresses) {

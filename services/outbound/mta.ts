@@ -9,7 +9,9 @@
  *   §5.1: no MX means the domain's own address; a null MX, RFC 7505, means it takes no mail), each
  *   resolved through the Dns port (answers kept a minute: dns/answers.ts), on `OUTBOUND_SMTP_PORT`, with
  *   opportunistic STARTTLS. An MX host that cannot be reached or answers 4xx at once hands over to the
- *   next one.
+ *   next one. A host's non-public addresses (loopback, private, link-local, cloud metadata: the
+ *   domain's owner writes its DNS) are never connected to unless `OUTBOUND_ALLOW_PRIVATE`; a domain
+ *   whose every host has only such addresses fails (`550 5.4.4 Not sent: … resolves only to …`).
  * - Per recipient: 2xx `sent`; 4xx, time-outs, refused connections `deferred`, tried again on the
  *   retry schedule until `OUTBOUND_MAX_AGE`, then `failed`; 5xx `bounced`, and the address joins the
  *   account's suppression list when the refusal is about it (`byCode`). Each change is an event (`email.sent`, `email.delivery_delayed` on
@@ -37,7 +39,8 @@ import { groupCommit } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { answerCache, keptAnswers } from "../dns/answers.ts"
-import { Dns, type MxRecord, type ResolvedAddress } from "../dns/dns.ts"
+import { kindInWords, nonPublicKind } from "../dns/addresses.ts"
+import { Dns, type DnsError, type MxRecord, type ResolvedAddress } from "../dns/dns.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import type { Verdict } from "../mail/authentication.ts"
 import { Inbound, type Recipient } from "../mail/inbound.ts"
@@ -382,11 +385,25 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     const mxRoute = (host: string) => ({ name: host, target: { host, port: settings.mxPort, secure: false, verifyTls: false } })
 
-    /** The address to connect to: the relay's name as given, an MX host's through our Dns port. */
-    const addressOf = (name: string) =>
+    /**
+     * The address to connect to: the relay's name as given (the operator's choice), an MX host's
+     * through our Dns port, its first public address. A domain's owner writes its DNS, so without
+     * OUTBOUND_ALLOW_PRIVATE a host's loopback, private, link-local (a cloud's metadata service) and
+     * other non-public addresses are passed over; a host that has no other is `refused`, saying why.
+     * The connection goes to the address checked here, never to a fresh lookup.
+     */
+    const addressOf = (name: string): Effect.Effect<{ readonly address: string } | { readonly refused: string }, DnsError> =>
       Option.isSome(settings.relay)
-        ? Effect.succeed(name)
-        : Effect.map(keptAddresses(name, dns.addresses(name)), (addresses) => addresses[0]!.address)
+        ? Effect.succeed({ address: name })
+        : Effect.map(keptAddresses(name, dns.addresses(name)), (addresses) => {
+          if (settings.allowPrivate) return { address: addresses[0]!.address }
+          const usable = addresses.find((a) => nonPublicKind(a.address) === undefined)
+          if (usable !== undefined) return { address: usable.address }
+          const described = addresses.length === 1
+            ? `${addresses[0]!.address}, ${kindInWords(nonPublicKind(addresses[0]!.address)!)}`
+            : addresses.map((a) => `${a.address} (${kindInWords(nonPublicKind(a.address)!)})`).join(" and ")
+          return { refused: `${name} resolves only to ${described}` }
+        })
 
     /**
      * External delivery of one message in `envelopes` (one SMTP transaction each: a recipient's own
@@ -416,6 +433,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const failAll = (of: ReadonlyArray<Envelope>, response: string) => of.forEach((e) => answered.set(e, response))
         // The answer that stopped the last host before the untried envelopes.
         let stoppedBy = ""
+        // Hosts passed over for having only non-public addresses; when every host was, the domain's mail goes nowhere.
+        const refusedHosts: Array<string> = []
         for (const route of found.hosts) {
           const address = yield* Effect.either(addressOf(route.name))
           if (Either.isLeft(address)) {
@@ -426,7 +445,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             failAll(waiting, `451 4.4.3 ${address.left.message}`)
             continue
           }
-          const target = { ...route.target, host: address.right, serverName: route.name }
+          if ("refused" in address.right) {
+            refusedHosts.push(address.right.refused)
+            failAll(waiting, `550 5.4.4 Not sent: ${address.right.refused}`)
+            continue
+          }
+          const target = { ...route.target, host: address.right.address, serverName: route.name }
           let taken = 0
           for (const envelope of waiting) {
             const result = yield* Effect.either(transport.send(target, { from: envelope.from, to: envelope.to, raw, sevenBit, heloName: settings.heloName }))
@@ -472,6 +496,14 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           }
           waiting = waiting.slice(taken)
           if (waiting.length === 0) return outcomes
+        }
+        // Every host has only addresses in our own network (RFC 5321 §5.1: no MX host usable is an
+        // error to report): failed now, as a domain that takes no mail is. Its DNS, not the network,
+        // would have to change, and waiting 48 hours for that would only delay telling the sender.
+        if (refusedHosts.length === found.hosts.length) {
+          const response = `550 5.4.4 Not sent: ${refusedHosts.join("; ")}; mail is delivered to public addresses only`
+          yield* Effect.logWarning(`Delivery refused: ${response}`).pipe(Effect.annotateLogs({ domain }))
+          return [...outcomes, ...each(waiting, "failed", response)]
         }
         return [
           ...outcomes,

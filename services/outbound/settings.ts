@@ -17,6 +17,13 @@ export interface OutboundSettingsShape {
   readonly relay: Option.Option<Relay>
   /** `OUTBOUND_SMTP_PORT`: the port the mta connects to on MX hosts (25). */
   readonly mxPort: number
+  /**
+   * `OUTBOUND_ALLOW_PRIVATE`: MX hosts (and a domain's own address, when it has no MX) on loopback,
+   * private, link-local and other non-public addresses are connected to (local development, tests).
+   * Off, a domain's DNS, which its owner controls, cannot point the mta into our own network. The relay
+   * is the operator's own choice and is connected to wherever it is.
+   */
+  readonly allowPrivate: boolean
   /** `SMTP_HELO_NAME`: the name the mta gives in EHLO (`MX_HOST`). */
   readonly heloName: string
   /** `OUTBOUND_MAX_AGE`: how long a deferred delivery is retried before it fails (48 h). */

@@ -9,7 +9,7 @@
  * and allows plain http, for local development and tests.
  */
 import { Context, Data, Effect } from "effect"
-import { firstNonPublic, isIpAddress } from "../dns/addresses.ts"
+import { firstNonPublic, isIpAddress, kindInWords } from "../dns/addresses.ts"
 import { Dns, type ResolvedAddress } from "../dns/dns.ts"
 
 export const MAX_URL_LENGTH = 2048
@@ -77,8 +77,7 @@ export class WebhookTargets extends Effect.Service<WebhookTargets>()("mailroom/W
       if (allowPrivate) return undefined
       const bad = firstNonPublic(addresses.map((a) => a.address))
       if (bad === undefined) return undefined
-      // "an unspecified", "a unique-local"
-      const kind = `${/^([aeio]|un[^i])/.test(bad.kind) ? "an" : "a"} ${bad.kind} address`
+      const kind = kindInWords(bad.kind)
       const where = target.isIp ? `${bad.address} is ${kind}` : `${target.host} resolves to ${bad.address}, ${kind}`
       return new TargetRefused({ reason: "not-public", message: `${where}; webhooks are delivered to public addresses only` })
     }

@@ -34,7 +34,9 @@ describe.skipIf(mode !== "postgres")("an mta killed mid-delivery", () => {
     mx = await startMxServer()
     names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
     names.set("mx.partner.test", { A: ["127.0.0.1"] })
-    env = { ...backend.env, QDRANT_URL: qdrant.url, DNS_SERVERS: names.address, OUTBOUND_SMTP_PORT: String(mx.port) }
+    env = { ...backend.env, QDRANT_URL: qdrant.url, DNS_SERVERS: names.address, OUTBOUND_SMTP_PORT: String(mx.port),
+      // The receiving server is on 127.0.0.1, which the mta refuses by default.
+      OUTBOUND_ALLOW_PRIVATE: "true" }
     api = await startServer({ ...env, ROLES: "api" })
   })
 

@@ -29,6 +29,7 @@ const dns = makeFakeDns()
 const outboundSettings = {
   relay: Option.none(),
   mxPort: 25,
+  allowPrivate: false,
   heloName: MX_HOST,
   maxAge: Duration.hours(48),
   retryDelays: defaultRetryDelays,

@@ -35,7 +35,9 @@ const instance = async (domain: string, smtpPort: number, peerSmtpPort: number):
     SMTP_PORT: String(smtpPort),
     SHARED_DOMAINS: domain,
     DNS_SERVERS: names.address,
-    OUTBOUND_SMTP_PORT: String(peerSmtpPort)
+    OUTBOUND_SMTP_PORT: String(peerSmtpPort),
+    // The other instance is on 127.0.0.1, which the mta refuses by default.
+    OUTBOUND_ALLOW_PRIVATE: "true"
   })
   const user = await withApiKey(server.url)
   // Waiting for mail between two busy instances can take many polls: more than the free plan's 20 a minute.

@@ -9,6 +9,9 @@
  * - A forwarded copy of 8-bit mail goes 7-bit, signed as such, to a server that takes no 8-bit mail,
  *   and as received (a sender's own signature intact) to one that does; a sent email's attached 8-bit
  *   email goes 7-bit (the send path converts what it composes).
+ * - As production runs it (OUTBOUND_ALLOW_PRIVATE off), over a transport that only notes where it would
+ *   connect: MX hosts whose addresses are loopback, private, link-local or other non-public ones are
+ *   never connected to, whichever mail it is (a send, a forwarded copy, Mailroom's own).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -26,6 +29,7 @@ import { ArcSeal } from "../../services/outbound/arc-seal.ts"
 import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { ForwardedCopies } from "../../services/outbound/forwards.ts"
 import { Mta } from "../../services/outbound/mta.ts"
+import { SmtpTransport } from "../../services/outbound/transport.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { testDatabase } from "../support/database.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
@@ -105,6 +109,18 @@ const receiver = Layer.scoped(
 const dns = makeFakeDns()
 dns.records.mx.set("partner.test", [{ priority: 10, exchange: "mx.partner.test" }])
 dns.records.addresses.set("mx.partner.test", [{ address: "127.0.0.1", family: 4 }])
+// Domains whose owners point their mail at our own network (and one partly at a public address).
+dns.records.mx.set("ssrf.test", [{ priority: 10, exchange: "mx.ssrf.test" }])
+dns.records.addresses.set("mx.ssrf.test", [{ address: "127.0.0.1", family: 4 }])
+dns.records.mx.set("cloud.test", [{ priority: 10, exchange: "mx1.cloud.test" }, { priority: 20, exchange: "mx2.cloud.test" }])
+dns.records.addresses.set("mx1.cloud.test", [{ address: "169.254.169.254", family: 4 }])
+dns.records.addresses.set("mx2.cloud.test", [{ address: "::ffff:10.0.0.8", family: 6 }, { address: "fd00::25", family: 6 }])
+dns.records.addresses.set("implicit.test", [{ address: "192.168.1.25", family: 4 }])
+dns.records.mx.set("mixed.test", [{ priority: 10, exchange: "mx.mixed.test" }])
+dns.records.addresses.set("mx.mixed.test", [{ address: "10.0.0.25", family: 4 }, { address: "93.184.215.14", family: 4 }])
+dns.records.mx.set("flaky.test", [{ priority: 10, exchange: "mx1.flaky.test" }, { priority: 20, exchange: "mx2.flaky.test" }])
+dns.records.addresses.set("mx1.flaky.test", [{ address: "127.0.0.1", family: 4 }])
+dns.records.down.add("mx2.flaky.test")
 
 /** The events the mta told: their kind and recipient, in order. */
 const told: Array<{ readonly event: string; readonly recipient: string; readonly attempts: number }> = []
@@ -133,6 +149,29 @@ const world = Mta.Default.pipe(
   )),
   Layer.provide(Layer.unwrapEffect(Effect.map(Receiver, (r) => outboundSettings({ mxPort: r.port })))),
   Layer.provideMerge(receiver),
+  Layer.provideMerge(outbound)
+)
+
+/** Where the mta would have connected, and for whom: a transport that takes every message at once. */
+const connections: Array<{ readonly host: string; readonly to: ReadonlyArray<string> }> = []
+const notingTransport = Layer.succeed(SmtpTransport, {
+  send: (target, message) =>
+    Effect.sync(() => {
+      connections.push({ host: target.host, to: message.to })
+      return message.to.map((recipient) => ({ recipient, code: 250, response: "250 2.0.0 Ok: queued", stage: "data" as const }))
+    })
+})
+
+/** As production runs: private MX hosts refused (OUTBOUND_ALLOW_PRIVATE unset). */
+const productionWorld = Mta.Default.pipe(
+  Layer.provideMerge(Layer.mergeAll(
+    Inbound.Default.pipe(Layer.provide(RecipientDirectory.Default)),
+    ForwardedCopies.DefaultWithoutDependencies.pipe(Layer.provide(noArc)),
+    dns.layer,
+    notingTransport,
+    Lifecycle.forever
+  )),
+  Layer.provide(outboundSettings({ allowPrivate: false })),
   Layer.provideMerge(outbound)
 )
 
@@ -297,6 +336,87 @@ layer(testDatabase, { timeout: "120 seconds" })("the mta against a real receivin
         expect(note.content.toString("latin1")).toMatch(/(^|\r\n)MIME-Version: 1\.0\r\n/)
         const inner = yield* Effect.promise(() => simpleParser(note.content))
         expect({ subject: inner.subject, text: inner.text?.trim() }).toEqual({ subject: "Grüße", text: "Grüße aus Köln." })
+      }))
+  })
+
+  it.layer(productionWorld)("MX hosts in our own network (OUTBOUND_ALLOW_PRIVATE off)", (it) => {
+    it.effect("are never connected to: a domain whose every host is one fails saying why; a host's public address is used; another host that may come back defers", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const mta = yield* Mta
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const sendTo = (to: string) =>
+          Effect.gen(function*() {
+            const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [to], subject: `To ${to}`, text: "Hello." }))
+            yield* Effect.either(mta.deliver({ email_id: sent.email_id, domain: to.split("@")[1]! }))
+            return yield* deliveries(sent.email_id)
+          })
+        connections.length = 0
+        told.length = 0
+
+        // The reviewer's case: MX ssrf.test → mx.ssrf.test → 127.0.0.1. Failed at once (the domain's DNS
+        // must change; no retry helps), nothing connected to, the sender told.
+        expect(yield* sendTo("admin@ssrf.test")).toEqual([{
+          recipient: "admin@ssrf.test",
+          status: "failed",
+          attempts: 1,
+          lastResponse: "550 5.4.4 Not sent: mx.ssrf.test resolves only to 127.0.0.1, a loopback address; mail is delivered to public addresses only",
+          scheduled: false,
+          claim: null
+        }])
+        expect(told).toEqual([{ event: "email.failed", recipient: "admin@ssrf.test", attempts: 1 }])
+        // Every host, every address: the metadata service, IPv4-mapped private, unique-local.
+        expect((yield* sendTo("ops@cloud.test"))[0]).toMatchObject({
+          status: "failed",
+          lastResponse: "550 5.4.4 Not sent: mx1.cloud.test resolves only to 169.254.169.254, a link-local address; " +
+            "mx2.cloud.test resolves only to ::ffff:10.0.0.8 (a private address) and fd00::25 (a unique-local address); mail is delivered to public addresses only"
+        })
+        // No MX: the domain's own address (RFC 5321 §5.1) is held to the same rule.
+        expect((yield* sendTo("ops@implicit.test"))[0]).toMatchObject({
+          status: "failed",
+          lastResponse: "550 5.4.4 Not sent: implicit.test resolves only to 192.168.1.25, a private address; mail is delivered to public addresses only"
+        })
+        expect(connections).toEqual([])
+
+        // One host in our network and one whose DNS does not answer now: deferred, as that one may come back.
+        const flaky = yield* sendTo("ops@flaky.test")
+        expect(flaky[0]).toMatchObject({ status: "deferred", attempts: 1, scheduled: true })
+        expect(connections).toEqual([])
+
+        // A host with a private and a public address: the public one is connected to.
+        expect((yield* sendTo("ops@mixed.test"))[0]).toMatchObject({ status: "sent", attempts: 1 })
+        expect(connections).toEqual([{ host: "93.184.215.14", to: ["ops@mixed.test"] }])
+        connections.length = 0
+
+        // A received email's forwarded copy, and Mailroom's own mail, go the same way: not connected to.
+        const email = yield* insertEmail(box, { subject: "Forward me", receivedMinutesAgo: 1, text: "Hello." })
+        yield* sql`INSERT INTO forward_deliveries (email_id, address, domain) VALUES (${email.id}, 'reader@ssrf.test', 'ssrf.test')`
+        yield* mta.handle({
+          subject: subjects.forwardedMail(email.id),
+          data: encodeJson({ forward_of: email.id, domain: "ssrf.test" }),
+          msgId: `forward:${email.id}:ssrf.test`,
+          deliveryCount: 1
+        })
+        expect(yield* sql<{ status: string; lastResponse: string }>`
+          SELECT status, last_response FROM forward_deliveries WHERE email_id = ${email.id}`).toEqual([{
+            status: "failed",
+            lastResponse: "550 5.4.4 Not sent: mx.ssrf.test resolves only to 127.0.0.1, a loopback address; mail is delivered to public addresses only"
+          }])
+        yield* mta.handle({
+          subject: subjects.systemMail("sys_private"),
+          data: encodeJson({
+            system_mail_id: "sys_private",
+            mail_from: `noreply@${DOMAIN}`,
+            to: "admin@ssrf.test",
+            raw: Buffer.from("Subject: Reset your password\r\n\r\nHello.\r\n").toString("base64"),
+            expires_at: Date.now() + 60_000
+          }),
+          msgId: "system:sys_private",
+          deliveryCount: 1
+        })
+        expect(connections).toEqual([])
       }))
   })
 })

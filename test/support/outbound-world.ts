@@ -1,6 +1,6 @@
 /**
- * The world a sending suite's server delivers into: a receiving SMTP server the suite runs, found as
- * partner.test's MX through a DNS server of the suite's own, which also publishes Mailroom's DKIM key
+ * The world a sending suite's server delivers into: a receiving SMTP server the suite runs (on
+ * 127.0.0.1, so the server runs with OUTBOUND_ALLOW_PRIVATE), found as partner.test's MX through a DNS server of the suite's own, which also publishes Mailroom's DKIM key
  * for the shared domain (so an independent verifier can check what arrives). Call it before
  * `useSuiteServer`, whose server then takes `env()`: its hooks run first.
  */
@@ -41,6 +41,8 @@ export const useOutboundWorld = () => {
       const env = {
         DNS_SERVERS: () => names!.address,
         OUTBOUND_SMTP_PORT: () => String(mx!.port),
+        // The receiving server is on 127.0.0.1, which the mta refuses by default.
+        OUTBOUND_ALLOW_PRIVATE: "true",
         DKIM_PRIVATE_KEY: dkim.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
         ...extra
       }
