@@ -11,7 +11,8 @@
  * - one folder per label of the account's own that the mailbox's mail carries (a label `a/b` is the
  *   folder b inside a, `/` being the hierarchy's separator). A label named as a system folder, or
  *   whose name begins `Labels/`, is listed under `Labels/`: the label `Sent` is `Labels/Sent`, the
- *   label `Labels/Sent` is `Labels/Labels/Sent`, so that no two labels share a folder.
+ *   label `Labels/Sent` is `Labels/Labels/Sent`, so that no two labels share a folder. A label with an
+ *   empty level (`a//b`, stored before the API refused them) is no folder.
  *
  * Flags come from labels: `\Seen` is the absence of `unread` (sent mail is seen), `\Flagged` is the
  * label `flagged`. Other labels are folders, not keywords.
@@ -59,9 +60,18 @@ const listedApart = (label: string) => {
   return isSystemName(first) || first === LABELS_PARENT
 }
 
-/** The folder of an account's label (undefined for a system label, which is no folder). */
+/**
+ * Whether a label has an empty level (`/lead`, `trail/`, `a//b`): the API no longer takes one
+ * (label-rules.ts), but one stored before has no folder a mail program can open (an empty-named
+ * parent, a name a client cannot send back), so it is shown as no folder, as a system label is.
+ */
+const hasEmptyLevel = (label: string) => label.split(HIERARCHY_DELIMITER).some((level) => level === "")
+
+/** The folder of an account's label (undefined for a system label, or one with an empty level: no folder). */
 export const labelFolder = (label: string): Folder | undefined =>
-  SYSTEM_LABELS.has(label) ? undefined : { name: listedApart(label) ? `${LABELS_PARENT}/${label}` : label, kind: "label", label }
+  SYSTEM_LABELS.has(label) || hasEmptyLevel(label)
+    ? undefined
+    : { name: listedApart(label) ? `${LABELS_PARENT}/${label}` : label, kind: "label", label }
 
 /** The folders of a mailbox whose mail carries `labels`: the system ones, then the labels' by name. */
 export const foldersOf = (labels: ReadonlyArray<string>): ReadonlyArray<Folder> => [

@@ -26,7 +26,7 @@
  * Only `effect` and what sender-list-rules.ts imports here: the HTTP contract reads these schemas.
  */
 import { Schema } from "effect"
-import { applyChange, type LabelChange, Label, MAX_LABELS } from "./label-rules.ts"
+import { AddedLabel, applyChange, type LabelChange, Label, MAX_LABELS } from "./label-rules.ts"
 import { BLOCKED, ENTRY_FORMS, parseEntry, senderForms } from "./sender-list-rules.ts"
 import { rule } from "../schema-rules.ts"
 
@@ -77,13 +77,13 @@ export const FilterConditions = Schema.Struct({
 })
 export type FilterConditions = typeof FilterConditions.Type
 
-const labels = (what: string) =>
-  Schema.Array(Label).pipe(Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })).annotations({
+const labels = (what: string, label: typeof Label = Label) =>
+  Schema.Array(label).pipe(Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })).annotations({
     description: what
   })
 
 export const FilterActions = Schema.Struct({
-  add_labels: Schema.optional(labels("Labels the email gets: the account's own, or spam / unauthenticated")),
+  add_labels: Schema.optional(labels("Labels the email gets: the account's own, or spam / unauthenticated", AddedLabel)),
   remove_labels: Schema.optional(labels("Labels the email loses: unread marks it read, spam overrules the spam check"))
 }).annotations({
   identifier: "FilterActions",

@@ -10,7 +10,8 @@
  *   `blocked` is only ever removed (labels.ts): blocking is the block lists' (a filter may do neither);
  * - custom labels: 1-64 characters, no control characters, no commas (the list filters take
  *   comma-separated names), no surrounding spaces, not only invisible ones (a zero-width space);
- *   case-sensitive, as the agent wrote them.
+ *   case-sensitive, as the agent wrote them. One added has no empty level between slashes (`a//b`,
+ *   `/a`, `a/`): `/` makes levels of folders over IMAP.
  *
  * A change is a set of labels to add and a set to remove; adding and removing the same label in one
  * change is refused, so a change always has one meaning. Every applied change that alters an email's
@@ -60,14 +61,34 @@ export const LabelList = Schema.Array(Label).pipe(
   Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })
 )
 
+/**
+ * Why `label` may not be added to mail, or undefined when it may: a label name (labelProblem) with no
+ * empty level. `/` separates a label's levels (a label `a/b` is the folder b inside a over IMAP), and
+ * an empty one (`/lead`, `trail/`, `a//b`) would be a folder no mail program can open. Only what is
+ * added is held to it: a label stored before may still be removed, listed and filtered on.
+ */
+export const addedLabelProblem = (label: string): string | undefined =>
+  labelProblem(label) ??
+    (label.split("/").some((level) => level === "")
+      ? "must not start or end with / or hold //: / separates a label's levels (folders over IMAP), and none may be empty"
+      : undefined)
+
+/** A label to add, on the wire, with the rule's message when it may not be added. */
+export const AddedLabel = Schema.String.pipe(rule((label) => addedLabelProblem(label) ?? true))
+  .annotations({ description: `1-${MAX_LABEL_LENGTH} characters, no commas or control characters, no empty level between slashes (a//b)` })
+
+export const AddedLabelList = Schema.Array(AddedLabel).pipe(
+  Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })
+)
+
 export interface LabelChange {
   readonly add: ReadonlyArray<string>
   readonly remove: ReadonlyArray<string>
 }
 
 /**
- * The change as it may be applied: duplicates dropped; refused when it is empty, names a label twice
- * (added and removed) or touches a fact label.
+ * The change as it may be applied: duplicates dropped; refused when it is empty, adds a label with an
+ * empty level (`a//b`), names a label twice (added and removed) or touches a fact label.
  */
 export const checkChange = (change: LabelChange): Effect.Effect<LabelChange, ValidationError | FactLabel> => {
   const add = [...new Set(change.add)]
@@ -78,6 +99,9 @@ export const checkChange = (change: LabelChange): Effect.Effect<LabelChange, Val
       details: { add_labels: "name at least one label here or in remove_labels" }
     }))
   }
+  // A label with an empty level is not added however the change came (the wire's schemas refuse it too, AddedLabel).
+  const emptyLevel = add.find((label) => labelProblem(label) === undefined && addedLabelProblem(label) !== undefined)
+  if (emptyLevel !== undefined) return Effect.fail(ValidationError.field("add_labels", `${JSON.stringify(emptyLevel)} ${addedLabelProblem(emptyLevel)!}`))
   const both = add.filter((label) => remove.includes(label))
   if (both.length > 0) {
     // Keyed by the request's field, as every VALIDATION_ERROR is (a filter's `actions.remove_labels`).

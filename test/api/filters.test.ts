@@ -162,6 +162,9 @@ describe("filters (/v1/api/filters)", () => {
     [{ conditions: { has_attachments: "yes" }, actions: { add_labels: ["x"] } }, { "conditions.has_attachments": expect.any(String) }],
     [{ conditions: { has_attachments: true }, actions: {} }, { actions: "must add or remove at least one label" }],
     [{ conditions: { has_attachments: true }, actions: { add_labels: ["a,b"] } }, { "actions.add_labels.0": "must not contain a comma" }],
+    [{ conditions: { has_attachments: true }, actions: { add_labels: ["Clients/"] } }, {
+      "actions.add_labels.0": "must not start or end with / or hold //: / separates a label's levels (folders over IMAP), and none may be empty"
+    }],
     [{ conditions: { has_attachments: true }, actions: { add_labels: ["x", "y"], remove_labels: ["y", "x"] } }, {
       "actions.remove_labels": "x, y are in actions.add_labels too: a filter adds a label or removes it, not both"
     }],

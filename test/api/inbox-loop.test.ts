@@ -179,6 +179,21 @@ describe("labels and read state over HTTP", () => {
     expect(badName.response.status).toBe(400)
     expect(badName.error?.error.code).toBe("VALIDATION_ERROR")
     expect(JSON.stringify(badName.error?.error.details)).toContain("add_labels")
+    // An empty level between slashes would be a folder no mail program can open over IMAP.
+    const emptyLevel = "must not start or end with / or hold //: / separates a label's levels (folders over IMAP), and none may be empty"
+    for (const label of ["/lead", "trail/", "a//b"]) {
+      const badLevels = await mailroom.PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: first } }, body: { add_labels: ["ok/fine", label] } })
+      expect(badLevels.response.status).toBe(400)
+      expect(badLevels.error?.error).toEqual({
+        code: "VALIDATION_ERROR",
+        message: `add_labels: ${JSON.stringify(label)} ${emptyLevel}`,
+        details: { add_labels: `${JSON.stringify(label)} ${emptyLevel}` }
+      })
+    }
+    const badThreadLevels = await mailroom.POST("/v1/api/threads/batch-update", { body: { thread_ids: ["thr_x"], add_labels: ["a//b"] } })
+    expect(badThreadLevels.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { add_labels: `"a//b" ${emptyLevel}` } })
+    // One stored before may still be taken off.
+    expect((await mailroom.PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: first } }, body: { remove_labels: ["a//b"] } })).response.status).toBe(200)
 
     const tooMany = await mailroom.POST("/v1/api/emails/batch-update", {
       body: { email_ids: Array.from({ length: 101 }, (_, i) => `eml_${i}`), add_labels: ["x"] }

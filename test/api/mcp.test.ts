@@ -673,6 +673,11 @@ describe("MCP at /mcp", () => {
     // As is half of a character (a lone surrogate), which stored would have become U+FFFD.
     expect((await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["\ud800"] })).error?.details)
       .toEqual({ "add_labels.0": "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)" })
+    // A label with an empty level (a folder no mail program can open over IMAP) is not added.
+    expect((await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["a//b"] })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { "add_labels.0": "must not start or end with / or hold //: / separates a label's levels (folders over IMAP), and none may be empty" }
+    })
     expect((await call(mcp, "set_mailbox_name", { mailbox_id: box.mailboxId, display_name: "a\nb" })).error).toMatchObject({
       code: "VALIDATION_ERROR",
       details: { display_name: "must not hold line breaks, control characters or direction overrides" }

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { flagsOf, type Folder, foldersOf, systemFolders } from "../../services/imap/folders.ts"
+import { flagsOf, type Folder, folderNamed, foldersOf, impliedParents, systemFolders } from "../../services/imap/folders.ts"
 import { FolderViews } from "../../services/imap/views.ts"
 import { testDatabase } from "../support/database.ts"
 import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
@@ -47,6 +47,20 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       const again = yield* views.sync(mailbox.mailboxId, inbox)
       expect(again.messages.map((m) => m.uid)).toEqual([1, 2])
       expect(again.uidValidity).toBe(state.uidValidity)
+    }))
+
+  it.effect("a label stored with an empty level (/lead, trail/, a//b) is no folder: no empty-named parent, nothing to open", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      yield* insertEmail(mailbox, { subject: "Odd labels", receivedMinutesAgo: 1, labels: ["inbound", "/lead", "trail/", "a//b", "Sent/", "a/b"] })
+      const folders = yield* views.folders(mailbox.mailboxId)
+      expect(folders.map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Trash", "a/b"])
+      expect(impliedParents(folders)).toEqual(["a"])
+      for (const name of ["/lead", "trail/", "a//b", "a/", "", "Labels/Sent/"]) expect(folderNamed(name)).toBeUndefined()
+      expect(folderNamed("a/b")?.label).toBe("a/b")
+      // The mail is still where it is received.
+      expect((yield* views.sync(mailbox.mailboxId, inbox)).messages).toHaveLength(1)
     }))
 
   it.effect("mail that leaves a folder loses its UID; coming back, and new mail, get UIDs above every one given", () =>

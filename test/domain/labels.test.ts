@@ -11,7 +11,7 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Emails } from "../../services/mail/emails.ts"
-import { applyChange, labelProblem } from "../../services/mail/label-rules.ts"
+import { addedLabelProblem, applyChange, checkChange, labelProblem } from "../../services/mail/label-rules.ts"
 import { Labels } from "../../services/mail/labels.ts"
 import { testDatabase } from "../support/database.ts"
 import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
@@ -43,6 +43,20 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
     expect(labelProblem("\u200b\u0301\u200d")).toBe("must contain a visible character")
     expect(labelProblem("\u200bx")).toBeUndefined()
     expect(labelProblem("👍🏽")).toBeUndefined()
+    // One added has no empty level between slashes (an IMAP folder no mail program can open); one stored may still be named.
+    const emptyLevel = "must not start or end with / or hold //: / separates a label's levels (folders over IMAP), and none may be empty"
+    for (const label of ["/lead", "trail/", "a//b", "/", "a/b/"]) {
+      expect(labelProblem(label)).toBeUndefined()
+      expect(addedLabelProblem(label)).toBe(emptyLevel)
+    }
+    expect(addedLabelProblem("Clients/Acme/2026")).toBeUndefined()
+    expect(addedLabelProblem("a,b")).toBe("must not contain a comma")
+    // However the change comes (the API, MCP, a filter): refused naming add_labels; taking one off is a change.
+    expect(Effect.runSync(Effect.flip(checkChange({ add: ["ok", "a//b"], remove: [] })))).toMatchObject({
+      _tag: "ValidationError",
+      details: { add_labels: `"a//b" ${emptyLevel}` }
+    })
+    expect(Effect.runSync(checkChange({ add: [], remove: ["a//b"] }))).toEqual({ add: [], remove: ["a//b"] })
   })
 
   it("a change keeps the order of the labels an email has and appends new ones once", () => {

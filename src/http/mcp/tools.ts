@@ -24,7 +24,7 @@ import { AutoReplies } from "../../../services/outbound/auto-replies.ts"
 import { AutoReplyInput } from "../../../services/outbound/schemas.ts"
 import { APPLY_LIMIT, FilterInput } from "../../../services/mail/filter-rules.ts"
 import { Filters } from "../../../services/mail/filters.ts"
-import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
+import { AddedLabelList, Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
@@ -115,7 +115,7 @@ const Retried = Schema.optional(IdempotencyKey.annotations({
 }))
 
 /** Labels to add or take off: one change to every email (or thread) named. */
-const Adding = Schema.optional(LabelList.annotations({ description: "Labels to add, such as \"billing\" or \"unread\"" }))
+const Adding = Schema.optional(AddedLabelList.annotations({ description: "Labels to add, such as \"billing\" or \"unread\"" }))
 const Removing = Schema.optional(LabelList.annotations({ description: "Labels to take off (\"unread\": mark it read)" }))
 
 /** A tool call's idempotency (services/outbound/idempotency.ts): what makes a repeat the same call is the tool, its target and its arguments. */
