@@ -26,7 +26,10 @@ import { fromWallTime, isRealWallTime, isTimeZone, utcTime, vtimezoneLines, wall
 ICAL.foldLength = 74
 
 /** What a calendar says, before the email and the mailbox add theirs. */
-export type CalendarEvent = Omit<Invitation, "email_id" | "attachment_id" | "respondable" | "response" | "attendees"> & {
+export type CalendarEvent = Omit<
+  Invitation,
+  "email_id" | "attachment_id" | "respondable" | "not_respondable_reason" | "latest_email_id" | "schedule_status" | "response" | "attendees"
+> & {
   readonly attendees: ReadonlyArray<Attendee>
 }
 

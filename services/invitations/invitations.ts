@@ -21,7 +21,14 @@ import { mailboxAddresses, Replies } from "../outbound/replies.ts"
 import { Schedule, type ScheduleRevision } from "../schedule/schedule.ts"
 import { calendarPart } from "./calendar-part.ts"
 import { attendeeOf, type CalendarEvent, readInvitation, replyCalendar } from "./icalendar.ts"
-import { type Invitation, type InvitationResponse, MAX_CALENDAR_BYTES, type RespondInput, type ResponseStatus } from "./schemas.ts"
+import {
+  type Invitation,
+  type InvitationResponse,
+  MAX_CALENDAR_BYTES,
+  type NotRespondableReason,
+  type RespondInput,
+  type ResponseStatus
+} from "./schemas.ts"
 
 interface CalendarRow {
   readonly mailboxId: string
@@ -39,7 +46,7 @@ interface CalendarRow {
 }
 
 /** Why the mailbox cannot answer an invitation, or undefined when it can. */
-type Closed = "cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded"
+type Closed = NotRespondableReason
 
 /**
  * `latest`: the revision of the event the mailbox's schedule holds, when it holds one. An invitation
@@ -115,15 +122,23 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         return { text, event: event.right, mailboxId: row.mailboxId, attachmentId: row.attachmentId, outbound: row.direction === "outbound", isMine, response }
       })
 
-    /** What the email's invitation says, and whether and how the mailbox answered it. */
+    /**
+     * What the email's invitation says, whether and how the mailbox answered it, and where the event
+     * stands on the schedule (replaced by a later email's update, cancelled since).
+     */
     const get = Effect.fn("Invitations.get")(function*(userId: string, emailId: string) {
       const found = yield* calendarOf(userId, emailId)
+      const latest = yield* schedule.revision(found.mailboxId, found.event.uid)
+      const closed = closedReason(found.event, found.outbound, found.isMine, latest)
       return {
         email_id: emailId,
         attachment_id: found.attachmentId,
         ...found.event,
         attendees: found.event.attendees.map((attendee) => ({ ...attendee, is_mailbox: found.isMine(attendee.address) })),
-        respondable: closedReason(found.event, found.outbound, found.isMine, yield* schedule.revision(found.mailboxId, found.event.uid)) === undefined,
+        respondable: closed === undefined,
+        not_respondable_reason: closed ?? null,
+        latest_email_id: closed === "superseded" ? latest!.emailId : null,
+        schedule_status: latest?.status ?? null,
         response: found.response
       } satisfies Invitation
     })

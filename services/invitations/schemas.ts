@@ -23,7 +23,10 @@ export const EventTime = Schema.Struct({
     description: "The moment, in UTC (RFC 3339, ending in Z); for a floating time (no zone, or one that cannot be resolved) " +
       "the wall-clock time without an offset; null for a whole day"
   }),
-  date: Schema.NullOr(Schema.String).annotations({ description: "A whole day (YYYY-MM-DD); null for a moment" }),
+  date: Schema.NullOr(Schema.String).annotations({
+    description: "A whole day (YYYY-MM-DD); null for a moment. As an end, the day after the last day (RFC 5545's end is exclusive: " +
+      "a one-day event on 2027-01-10 ends on 2027-01-11)"
+  }),
   time_zone: Schema.NullOr(Schema.String).annotations({ description: "The time zone the invitation names (its TZID), if any" })
 }).annotations({ identifier: "EventTime" })
 export type EventTime = typeof EventTime.Type
@@ -55,6 +58,10 @@ export const InvitationAttendee = Schema.Struct({
 }).annotations({ identifier: "InvitationAttendee" })
 export type InvitationAttendee = typeof InvitationAttendee.Type
 
+/** Why the mailbox cannot answer an invitation (INVITATION_NOT_RESPONDABLE's details.reason). */
+export const NotRespondableReason = Schema.Literal("cancelled", "not_a_request", "no_organizer", "own_invitation", "superseded")
+export type NotRespondableReason = typeof NotRespondableReason.Type
+
 export const InvitationResponse = Schema.Struct({
   status: ResponseStatus,
   comment: Schema.NullOr(Schema.String),
@@ -84,7 +91,21 @@ export const Invitation = Schema.Struct({
   organizer: Schema.NullOr(Party),
   attendees: Schema.Array(InvitationAttendee),
   respondable: Schema.Boolean.annotations({
-    description: "Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own"
+    description: "Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own, " +
+      "not replaced by an update since"
+  }),
+  not_respondable_reason: Schema.NullOr(NotRespondableReason).annotations({
+    description: "Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says: cancelled, not_a_request, no_organizer, " +
+      "own_invitation, superseded (an update of it arrived since: latest_email_id); null when respondable"
+  }),
+  latest_email_id: Schema.NullOr(Schema.String).annotations({
+    description: "The email with the event's revision the mailbox's schedule holds (its latest update, or its cancellation), the one to read " +
+      "and answer: set when superseded, else null"
+  }),
+  schedule_status: Schema.NullOr(Schema.Literal("confirmed", "tentative", "cancelled")).annotations({
+    description: "The event as the mailbox's schedule has it now, whichever email brought its latest revision: cancelled once its organizer " +
+      "called it off (by a later email too); null when the schedule does not hold it (the mailbox's own meeting, a calendar that asks nothing, " +
+      "mail marked spam and not answered)"
   }),
   response: Schema.NullOr(InvitationResponse).annotations({ description: "The mailbox's latest answer through Mailroom; null: none yet" })
 }).annotations({ identifier: "Invitation" })

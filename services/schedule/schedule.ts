@@ -153,10 +153,14 @@ const wallMoment = (zone: string, dateTime: string) =>
 /** Midnight of a day (YYYY-MM-DD) in `zone`. */
 const dayStart = (zone: string, date: string) => wallMoment(zone, `${date}T00:00:00`)
 
-/** Which revision of a received event a schedule holds (its SEQUENCE), and the email that brought it. */
+/**
+ * Which revision of a received event a schedule holds (its SEQUENCE), the email that brought it, and
+ * the event's status as it stands (`cancelled` once its organizer called it off).
+ */
 export interface ScheduleRevision {
   readonly sequence: number
   readonly emailId: string
+  readonly status: EventStatus
 }
 
 export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
@@ -258,12 +262,17 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       }))
     })
 
-    /** The revision of a received event (`uid`) the mailbox's schedule holds, and the email it came in; none when it holds none. */
+    /**
+     * The revision of a received event (`uid`) the mailbox's schedule holds, the email it came in and the
+     * event's status; none when it holds none.
+     */
     const revision = Effect.fn("Schedule.revision")(function*(mailboxId: string, uid: string) {
-      const rows = yield* sql<{ sequence: number; emailId: string | null }>`
-        SELECT sequence, email_id FROM calendar_entries WHERE mailbox_id = ${mailboxId} AND uid = ${uid} AND role = 'attendee'`
+      const rows = yield* sql<{ sequence: number; emailId: string | null; status: EventStatus }>`
+        SELECT sequence, email_id, status FROM calendar_entries WHERE mailbox_id = ${mailboxId} AND uid = ${uid} AND role = 'attendee'`
       const row = rows[0]
-      return row === undefined || row.emailId === null ? undefined : ({ sequence: Number(row.sequence), emailId: row.emailId } satisfies ScheduleRevision)
+      return row === undefined || row.emailId === null
+        ? undefined
+        : ({ sequence: Number(row.sequence), emailId: row.emailId, status: row.status } satisfies ScheduleRevision)
     })
 
     /** The mailbox's answer to an invitation it received (the event `uid`), as it sent it. */

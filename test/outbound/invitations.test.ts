@@ -80,6 +80,10 @@ describe("calendar invitations", () => {
         { address: box.address, name: null, role: "required", status: "needs_action", rsvp: true, is_mailbox: true }
       ],
       respondable: true,
+      not_respondable_reason: null,
+      latest_email_id: null,
+      // On the schedule once the worker has read it.
+      schedule_status: expect.toBeOneOf(["confirmed", null]),
       response: null
     })
 
@@ -230,7 +234,7 @@ describe("calendar invitations", () => {
     await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Cancelled", text: "Cancelled.", icalEvent: { method: "CANCEL", content: cancelled } })
     const cancel = await arrived(mailroom, box, "Cancelled")
     expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(cancel.email_id))).data!.data)
-      .toMatchObject({ method: "CANCEL", status: "cancelled", respondable: false })
+      .toMatchObject({ method: "CANCEL", status: "cancelled", respondable: false, not_respondable_reason: "cancelled", latest_email_id: null })
     const refused = await respond(cancel.email_id, { status: "accepted" })
     expect([refused.response.status, refused.error?.error]).toEqual([422, {
       code: "INVITATION_NOT_RESPONDABLE",
@@ -263,8 +267,22 @@ describe("calendar invitations", () => {
       message: `An update of this invitation arrived since (revision 1, email ${update.email_id}): answer that one`,
       details: { email_id: open.email_id, method: "REQUEST", reason: "superseded", latest_email_id: update.email_id }
     }])
-    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(update.email_id))).data!.data.respondable).toBe(true)
+    const reading = async (emailId: string) => (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(emailId))).data!.data
+    // Its reading says why, and which email to read and answer instead.
+    expect(await reading(open.email_id))
+      .toMatchObject({ respondable: false, not_respondable_reason: "superseded", latest_email_id: update.email_id, schedule_status: "confirmed" })
+    expect(await reading(update.email_id))
+      .toMatchObject({ respondable: true, not_respondable_reason: null, latest_email_id: null, schedule_status: "confirmed" })
     // Nothing was sent for any refusal.
     expect(repliesFrom(box)).toEqual([])
+
+    // Called off by its organizer (the next revision): the update's reading says the event is cancelled, by that email.
+    const calledOff = moved.replace("METHOD:REQUEST", "METHOD:CANCEL").replace("SEQUENCE:1", "SEQUENCE:2").replace("STATUS:CONFIRMED", "STATUS:CANCELLED")
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Called off", text: "Sorry.", icalEvent: { method: "CANCEL", content: calledOff } })
+    const callingOff = await arrived(mailroom, box, "Called off")
+    await until("the cancellation on the schedule", async () => (await reading(update.email_id)).schedule_status === "cancelled" || undefined)
+    expect(await reading(update.email_id))
+      .toMatchObject({ method: "REQUEST", respondable: false, not_respondable_reason: "superseded", latest_email_id: callingOff.email_id, schedule_status: "cancelled" })
+    expect(await reading(callingOff.email_id)).toMatchObject({ not_respondable_reason: "cancelled", latest_email_id: null, schedule_status: "cancelled" })
   })
 })

@@ -4669,7 +4669,7 @@ export interface components {
             timestamp: string;
         };
         EventTime: {
-            /** @description A whole day (YYYY-MM-DD); null for a moment */
+            /** @description A whole day (YYYY-MM-DD); null for a moment. As an end, the day after the last day (RFC 5545's end is exclusive: a one-day event on 2027-01-10 ends on 2027-01-11) */
             date: string | null;
             /** @description The moment, in UTC (RFC 3339, ending in Z); for a floating time (no zone, or one that cannot be resolved) the wall-clock time without an offset; null for a whole day */
             date_time: string | null;
@@ -4978,18 +4978,24 @@ export interface components {
             description: string | null;
             email_id: string;
             end: components["schemas"]["EventTime"] | null;
+            /** @description The email with the event's revision the mailbox's schedule holds (its latest update, or its cancellation), the one to read and answer: set when superseded, else null */
+            latest_email_id: string | null;
             location: string | null;
             /** @description What the sender asks (iTIP): REQUEST (an invitation, or its update), CANCEL, REPLY (an attendee's answer), PUBLISH (for information, no answer expected), COUNTER, …; null: a calendar file that asks nothing */
             method: string | null;
+            /** @description Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says: cancelled, not_a_request, no_organizer, own_invitation, superseded (an update of it arrived since: latest_email_id); null when respondable */
+            not_respondable_reason: ("cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded") | null;
             organizer: components["schemas"]["CalendarParty"] | null;
             /** @description How it repeats (its RRULE, e.g. FREQ=WEEKLY;BYDAY=TH); null: once */
             recurrence: string | null;
             /** @description For one occurrence of a repeating event: which */
             recurrence_id: string | null;
-            /** @description Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own */
+            /** @description Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own, not replaced by an update since */
             respondable: boolean;
             /** @description The mailbox's latest answer through Mailroom; null: none yet */
             response: components["schemas"]["InvitationResponse"] | null;
+            /** @description The event as the mailbox's schedule has it now, whichever email brought its latest revision: cancelled once its organizer called it off (by a later email too); null when the schedule does not hold it (the mailbox's own meeting, a calendar that asks nothing, mail marked spam and not answered) */
+            schedule_status: ("confirmed" | "tentative" | "cancelled") | null;
             /** @description Its revision: an update carries a higher one */
             sequence: number;
             start: components["schemas"]["EventTime"];
