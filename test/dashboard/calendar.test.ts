@@ -2,8 +2,9 @@
  * Calendars in the dashboard, in a real browser: an email carrying an invitation shows it as a card
  * answered with Accept (the organizer's MX gets the calendar reply), and a mailbox's Meetings page
  * shows what is coming up (that invitation, answered), schedules a meeting (a refusal shown by its
- * field), shows the attendees' answers and cancels it. Times are days from now, so the page's next two
- * weeks hold them whenever the suite runs.
+ * field), shows the attendees' answers and cancels it. Whole days show their last day, not iCalendar's
+ * end (the day after); an invitation an update replaced, or its organizer cancelled, says so. Times are
+ * days from now, so the page's next two weeks hold them whenever the suite runs.
  * Outbound mail goes to a receiving SMTP server this suite runs, found through a DNS server it runs.
  * A suite of its own (its own server and account), beside sending.test.ts's long walk.
  */
@@ -20,6 +21,8 @@ const runnable = chromiumAvailable() || Boolean(process.env.CI)
 
 /** Midnight UTC `days` from today, as YYYY-MM-DD. */
 const daysAhead = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10)
+/** The same day as iCalendar writes a date (YYYYMMDD). */
+const icalDay = (days: number) => daysAhead(days).replaceAll("-", "")
 
 describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   let backend: Backend
@@ -37,6 +40,39 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   const refusals = (pattern: RegExp) => takeRefusals(watched, pattern)
   /** The message the MX took whose subject is `subject`. */
   const delivered = (subject: string) => deliveredWithSubject(mx, subject)
+  /** A day (YYYY-MM-DD) as the page's browser writes it with `style` (its locale and zone are the page's). */
+  const dayInPage = (date: string, style: Intl.DateTimeFormatOptions) =>
+    page.evaluate(([d, s]) => new Date(`${d}T00:00:00`).toLocaleDateString([], s), [date, style] as const)
+  /** The session's API, as the page calls it (its cookie; a write with the page's origin). */
+  const api = async (method: "GET" | "POST", path: string, body?: unknown) => {
+    const response = await page.request.fetch(path, {
+      method,
+      headers: { origin: server.url, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { data: JSON.stringify(body) })
+    })
+    expect(response.status(), `${method} ${path}`).toBeLessThan(300)
+    return (await response.json()).data
+  }
+  /** The mailbox's email whose subject is `subject`, once it is stored. */
+  const emailWithSubject = async (subject: string): Promise<string> => {
+    for (let tries = 0; tries < 200; tries++) {
+      const emails: Array<{ email_id: string; subject: string }> = await api("GET", `/api/mailboxes/${mailboxId}/emails?limit=100`)
+      const found = emails.find((e) => e.subject === subject)
+      if (found) return found.email_id
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    throw new Error(`No email "${subject}"`)
+  }
+  /** Until the mailbox's schedule holds the event `uid` as `email_id` brought it, with `status`. */
+  const scheduled = async (uid: string, emailId: string, status = "confirmed") => {
+    const range = `from=${daysAhead(-1)}T00:00:00Z&to=${daysAhead(13)}T00:00:00Z&include_cancelled=true`
+    for (let tries = 0; tries < 200; tries++) {
+      const items: Array<{ uid: string; email_id: string; status: string }> = await api("GET", `/api/mailboxes/${mailboxId}/schedule?${range}`)
+      if (items.some((o) => o.uid === uid && o.email_id === emailId && o.status === status)) return
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    throw new Error(`${uid} never was ${status} from ${emailId} on the schedule`)
+  }
 
   beforeAll(async () => {
     mx = await startMxServer()
@@ -142,12 +178,122 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     expect(invitation.message.raw.toString()).toContain("METHOD:REQUEST")
 
     const card = page.getByRole("listitem", { name: "Budget review" })
-    await card.getByRole("button", { name: "Cancel…" }).click()
+    // Each meeting's button names it: a screen reader's list of buttons is not "Cancel…" again and again.
+    await card.getByRole("button", { name: "Cancel Budget review…", exact: true }).click()
     await card.getByRole("button", { name: "Cancel the meeting" }).click()
     await card.getByText("cancelled", { exact: true }).waitFor()
     // Called off: no longer coming up.
     await upcoming.getByRole("listitem").filter({ hasText: "Budget review" }).waitFor({ state: "detached" })
     expect((await delivered("Cancelled: Budget review")).message.raw.toString()).toContain("METHOD:CANCEL")
+  })
+
+  it("shows whole-day meetings with their last day, not iCalendar's end (the day after it)", async () => {
+    // One day (the end is the next day, as RFC 5545 writes it) and two days.
+    for (const [summary, first, end] of [["Offsite day", 6, 7], ["Offsite", 8, 10]] as const) {
+      await api("POST", `/api/mailboxes/${mailboxId}/meetings`, {
+        summary,
+        start: { date: daysAhead(first) },
+        end: { date: daysAhead(end) },
+        attendees: ["ada@partner.test"]
+      })
+    }
+    // Read again: the page is the meetings page already.
+    await page.goto(`/#/mailboxes/${mailboxId}/meetings`)
+    await page.reload()
+    const medium = { dateStyle: "medium" } as const
+    const oneDay = page.getByRole("listitem", { name: "Offsite day", exact: true })
+    await expect(oneDay.locator("p.muted").first().textContent()).resolves.toBe(await dayInPage(daysAhead(6), medium))
+    const twoDays = page.getByRole("listitem", { name: "Offsite", exact: true })
+    await expect(twoDays.locator("p.muted").first().textContent())
+      .resolves.toBe(`${await dayInPage(daysAhead(8), medium)} – ${await dayInPage(daysAhead(9), medium)}`)
+    // Coming up says the same days.
+    const short = { weekday: "short", month: "short", day: "numeric" } as const
+    const upcoming = page.getByRole("list", { name: "Coming up" })
+    await expect(upcoming.getByRole("listitem").filter({ hasText: "Offsite day" }).locator("time").textContent())
+      .resolves.toBe(await dayInPage(daysAhead(6), short))
+    await expect(upcoming.getByRole("listitem").filter({ hasText: "Offsite" }).filter({ hasNotText: "Offsite day" }).locator("time").textContent())
+      .resolves.toBe(`${await dayInPage(daysAhead(8), short)} – ${await dayInPage(daysAhead(9), short)}`)
+  })
+
+  it("shows a whole-day invitation (Google's DTSTART;VALUE=DATE) as its one day", async () => {
+    const ics = [
+      "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:holiday-1@partner.test", "SEQUENCE:0",
+      `DTSTART;VALUE=DATE:${icalDay(4)}`, `DTEND;VALUE=DATE:${icalDay(5)}`, "SUMMARY:Company holiday",
+      "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+      "END:VEVENT", "END:VCALENDAR", ""
+    ].join("\r\n")
+    await sendMail(server.smtpPort, {
+      from: "Ada Lovelace <ada@partner.test>",
+      to: address,
+      subject: "Invitation: Company holiday",
+      text: "A day off.",
+      icalEvent: { method: "REQUEST", content: ics }
+    })
+    await page.goto(`/#/emails/${await emailWithSubject("Invitation: Company holiday")}`)
+    const card = page.getByRole("region", { name: "Invitation" })
+    await card.getByRole("heading", { name: "Company holiday" }).waitFor()
+    await expect(card.locator("dd").first().textContent()).resolves.toBe(await dayInPage(daysAhead(4), { dateStyle: "full" }))
+  })
+
+  it("says which invitations an update replaced (linking the current one), and that the organizer cancelled it", async () => {
+    const version = (sequence: number, hour: string, method = "REQUEST") =>
+      [
+        "BEGIN:VCALENDAR", "VERSION:2.0", `METHOD:${method}`, "BEGIN:VEVENT", "UID:ext-2@partner.test", `SEQUENCE:${sequence}`,
+        `DTSTART:${icalDay(4)}T${hour}0000Z`, `DTEND:${icalDay(4)}T${hour}3000Z`, "SUMMARY:Partner sync",
+        ...(method === "CANCEL" ? ["STATUS:CANCELLED"] : []),
+        "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+        "END:VEVENT", "END:VCALENDAR", ""
+      ].join("\r\n")
+    /** Sends one revision, and answers its email once stored. */
+    const send = async (subject: string, sequence: number, hour: string, method = "REQUEST") => {
+      await sendMail(server.smtpPort, {
+        from: "Ada Lovelace <ada@partner.test>",
+        to: address,
+        subject,
+        text: "Partner sync.",
+        icalEvent: { method, content: version(sequence, hour, method) }
+      })
+      return emailWithSubject(subject)
+    }
+    const first = await send("Partner sync (0)", 0, "10")
+    await scheduled("ext-2@partner.test", first)
+    const moved = await send("Partner sync (2)", 2, "14")
+    await scheduled("ext-2@partner.test", moved)
+    // A late copy of revision 1: older than the one kept, it changes nothing.
+    const late = await send("Partner sync (1)", 1, "12")
+
+    const card = page.getByRole("region", { name: "Invitation" })
+    /** Opens an email's page, once it shows that email. */
+    const open = async (emailId: string, subject: string) => {
+      await page.goto(`/#/emails/${emailId}`)
+      await page.getByRole("heading", { name: subject, level: 1 }).waitFor()
+    }
+    for (const [old, subject] of [[first, "Partner sync (0)"], [late, "Partner sync (1)"]] as const) {
+      await open(old, subject)
+      await card.getByText("Superseded by a later update").waitFor()
+      expect(await card.getByRole("button", { name: "Accept" }).count()).toBe(0)
+      await expect(card.getByRole("link", { name: "Open the latest" }).getAttribute("href")).resolves.toBe(`#/emails/${moved}`)
+    }
+    // The link opens the current one, which is answered there.
+    await card.getByRole("link", { name: "Open the latest" }).click()
+    await page.getByRole("heading", { name: "Partner sync (2)", level: 1 }).waitFor()
+    await card.getByRole("button", { name: "Accept" }).click()
+    await card.getByText(/^You accepted on /).waitFor()
+    expect(await card.getByText("Superseded by a later update").count()).toBe(0)
+    expect(await card.getByText("Cancelled by the organizer").count()).toBe(0)
+
+    // The organizer calls it off: the accepted card says so, as do the older ones.
+    const cancellation = await send("Cancelled: Partner sync", 3, "14", "CANCEL")
+    await scheduled("ext-2@partner.test", cancellation, "cancelled")
+    await open(first, "Partner sync (0)")
+    await card.getByText("Cancelled by the organizer").waitFor()
+    await card.getByText("Superseded by a later update").waitFor()
+    await open(moved, "Partner sync (2)")
+    await card.getByRole("heading", { name: "Cancelled: Partner sync" }).waitFor()
+    await card.getByText("Cancelled by the organizer").waitFor()
+    await card.getByText(/^You accepted on /).waitFor()
+    await expect(card.getByRole("link", { name: "Open the latest" }).getAttribute("href")).resolves.toBe(`#/emails/${cancellation}`)
+    expect(await card.getByRole("button", { name: "Accept" }).count()).toBe(0)
   })
 
   it("fits a 375 px screen on the meetings page, and had no console error or failed request besides the refusals above", async () => {

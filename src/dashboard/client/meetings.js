@@ -9,7 +9,7 @@ import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { call, fieldError, fieldErrorWithin } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, LoadFailed, TextArea, useReloading, WithMailbox } from "./ui.js"
+import { ErrorNote, Field, lastDay, LoadFailed, TextArea, useReloading, WithMailbox } from "./ui.js"
 
 /** The fields the server may refuse, each shown by its input (any other refusal below the form). */
 const FIELDS = ["summary", "start", "end", "attendees", "location", "url", "description"]
@@ -23,11 +23,32 @@ const ANSWER_WORDS = /** @type {Record<string, string>} */ ({
   delegated: "delegated"
 })
 
-/** @param {{ date_time: string | null, date: string | null }} time */
-const shown = (time) =>
-  time.date !== null
-    ? new Date(`${time.date}T00:00:00`).toLocaleDateString([], { dateStyle: "medium" })
-    : new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "medium", timeStyle: "short" })
+/** A day (YYYY-MM-DD) in this browser's words, with `style`'s parts. */
+const day = (/** @type {string} */ date, /** @type {Intl.DateTimeFormatOptions} */ style) => new Date(`${date}T00:00:00`).toLocaleDateString([], style)
+
+/**
+ * When a meeting is: "Dec 3, 2026, 3:00 PM – Dec 3, 2026, 4:00 PM" (this browser's zone), or its whole
+ * days, the first and the last ("Jan 10, 2027 – Jan 11, 2027"; one day alone): the API's end of whole days
+ * is the day after the last (RFC 5545).
+ * @param {{ date_time: string | null, date: string | null }} start
+ * @param {{ date_time: string | null, date: string | null }} end
+ */
+const shown = (start, end) => {
+  if (start.date !== null) return days(start.date, end.date, { dateStyle: "medium" })
+  const moment = (/** @type {{ date_time: string | null }} */ time) =>
+    new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "medium", timeStyle: "short" })
+  return `${moment(start)} – ${moment(end)}`
+}
+
+/**
+ * Whole days from `first` to the day before `end` (exclusive, as iCalendar ends them): the day alone
+ * when there is one.
+ * @param {string} first @param {string | null} end @param {Intl.DateTimeFormatOptions} style
+ */
+const days = (first, end, style) => {
+  const last = end === null ? first : lastDay(end)
+  return last <= first ? day(first, style) : `${day(first, style)} – ${day(last, style)}`
+}
 
 /** @param {{ meeting: any, onCancel: () => Promise<void> }} props */
 const MeetingCard = ({ meeting, onCancel }) => {
@@ -36,7 +57,7 @@ const MeetingCard = ({ meeting, onCancel }) => {
   return html`
     <li class="card meeting" aria-label=${meeting.summary}>
       <h2>${meeting.summary} ${cancelled && html`<span class="tag failed">cancelled</span>`}</h2>
-      <p class="muted">${shown(meeting.start)} – ${shown(meeting.end)}${meeting.recurrence ? `, repeating (${meeting.recurrence})` : ""}${
+      <p class="muted">${shown(meeting.start, meeting.end)}${meeting.recurrence ? `, repeating (${meeting.recurrence})` : ""}${
     meeting.location ? ` · ${meeting.location}` : ""
   }</p>
       <ul class="tags" aria-label=${`Answers to ${meeting.summary}`}>
@@ -53,7 +74,8 @@ const MeetingCard = ({ meeting, onCancel }) => {
               <button type="button" class="secondary" onClick=${() => setAsking(false)}>Keep it</button>
             </div>
           </div>`
-    : html`<div class="actions"><button type="button" class="secondary" onClick=${() => setAsking(true)}>Cancel…</button></div>`)}
+    : html`<div class="actions"><button type="button" class="secondary" aria-label=${`Cancel ${meeting.summary}…`}
+        onClick=${() => setAsking(true)}>Cancel…</button></div>`)}
     </li>`
 }
 
@@ -61,12 +83,13 @@ const MeetingCard = ({ meeting, onCancel }) => {
 const AHEAD_DAYS = 14
 
 /**
- * An occurrence's day and hours, short: "Thu, Dec 3, 3:00 – 4:00 PM" (this browser's zone), or its day.
+ * An occurrence's day and hours, short: "Thu, Dec 3, 3:00 – 4:00 PM" (this browser's zone), or its whole
+ * days ("Sun, Jan 10 – Mon, Jan 11", the last one inclusive; one day alone).
  * @param {{ date_time: string | null, date: string | null }} start
  * @param {{ date_time: string | null, date: string | null }} end
  */
 const when = (start, end) => {
-  if (start.date !== null) return new Date(`${start.date}T00:00:00`).toLocaleDateString([], { weekday: "short", month: "short", day: "numeric" })
+  if (start.date !== null) return days(start.date, end.date, { weekday: "short", month: "short", day: "numeric" })
   const from = new Date(/** @type {string} */ (start.date_time))
   const to = new Date(/** @type {string} */ (end.date_time))
   const day = from.toLocaleDateString([], { weekday: "short", month: "short", day: "numeric" })

@@ -8,7 +8,7 @@ import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
 import { MailFrame, mailDocument } from "./mail-frame.js"
 import { backToList, go, href } from "./router.js"
-import { ConfirmDelete, ErrorNote, size, useAction, when } from "./ui.js"
+import { ConfirmDelete, ErrorNote, lastDay, size, useAction, when } from "./ui.js"
 
 /** Labels that state what an email is: Mailroom sets them, nobody changes them. */
 const FACT_LABELS = ["inbound", "sent"]
@@ -156,11 +156,24 @@ const Attachment = ({ base, attachment }) => {
 /** Whether an attachment is a calendar (what GET …/invitation reads). */
 const isCalendar = (/** @type {any} */ a) => /^(text\/calendar|application\/ics)$/i.test(a.content_type) || /\.ics$/i.test(a.filename ?? "")
 
-/** @param {{ date_time: string | null, date: string | null, time_zone: string | null }} time */
-const eventTime = (time) =>
-  time.date !== null
-    ? new Date(`${time.date}T00:00:00`).toLocaleDateString([], { dateStyle: "full" })
-    : new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "full", timeStyle: "short" })
+/** A day (YYYY-MM-DD) as this browser writes it, in full: "Wednesday, January 20, 2027". */
+const fullDay = (/** @type {string} */ date) => new Date(`${date}T00:00:00`).toLocaleDateString([], { dateStyle: "full" })
+
+/**
+ * When an event is: its start and end, or for whole days the first and the last (iCalendar's end is
+ * the day after the last, RFC 5545: a one-day event shows its day alone).
+ * @param {{ date_time: string | null, date: string | null }} start
+ * @param {{ date_time: string | null, date: string | null } | null} end
+ */
+const eventTimes = (start, end) => {
+  if (start.date !== null) {
+    const last = end?.date ? lastDay(end.date) : start.date
+    return last <= start.date ? fullDay(start.date) : `${fullDay(start.date)} – ${fullDay(last)}`
+  }
+  const moment = (/** @type {{ date_time: string | null }} */ time) =>
+    new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "full", timeStyle: "short" })
+  return end?.date_time ? `${moment(start)} – ${moment(end)}` : moment(start)
+}
 
 const ANSWERS = /** @type {const} */ ([["accepted", "Accept"], ["tentative", "Maybe"], ["declined", "Decline"]])
 const ANSWERED = { accepted: "You accepted", tentative: "You answered maybe", declined: "You declined" }
@@ -196,11 +209,17 @@ const Invitation = ({ base }) => {
   const i = invitation
   // The mailbox's own answer is its latest through Mailroom, which the invitation it received cannot know.
   const going = i.attendees.filter((/** @type {any} */ a) => (a.is_mailbox && i.response ? i.response.status : a.status) === "accepted").length
+  // Called off: by this email, or by a later one the schedule has read (the answer given before stays shown).
+  const cancelled = i.method === "CANCEL" || i.status === "cancelled" || i.schedule_status === "cancelled"
+  const superseded = i.not_respondable_reason === "superseded"
+  const latest = i.latest_email_id && html` <a href=${href("emails", i.latest_email_id)}>Open the latest</a>`
   return html`
     <section class="invitation" aria-label="Invitation">
-      <h2>${i.method === "CANCEL" || i.status === "cancelled" ? "Cancelled: " : i.method === "REPLY" ? "Answer to: " : ""}${i.summary ?? "(no title)"}</h2>
+      <h2>${cancelled ? "Cancelled: " : i.method === "REPLY" ? "Answer to: " : ""}${i.summary ?? "(no title)"}</h2>
+      ${superseded && html`<p class="note hint" role="status">Superseded by a later update: what this email says is no longer current.${latest}</p>`}
+      ${cancelled && i.method !== "CANCEL" && html`<p class="note error" role="status">Cancelled by the organizer.${!superseded && latest}</p>`}
       <dl class="meta">
-        <dt>When</dt><dd>${eventTime(i.start)}${i.end && html` – ${eventTime(i.end)}`}${
+        <dt>When</dt><dd>${eventTimes(i.start, i.end)}${
     i.recurrence && html` <span class="muted small">repeats: ${i.recurrence}</span>`
   }</dd>
         ${i.location && html`<dt>Where</dt><dd>${i.location}</dd>`}

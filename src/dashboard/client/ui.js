@@ -263,6 +263,13 @@ export const when = (iso) => {
   return sameDay ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString()
 }
 
+/**
+ * The last day of whole days that end on `end` (YYYY-MM-DD): iCalendar's end of whole days is the day
+ * after the last (RFC 5545), as the API answers it.
+ * @param {string} end
+ */
+export const lastDay = (end) => new Date(Date.parse(`${end}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10)
+
 /** @param {number} bytes */
 export const size = (bytes) => {
   const units = ["B", "KB", "MB", "GB", "TB"]
