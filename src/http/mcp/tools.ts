@@ -803,8 +803,10 @@ export const tools = [
     name: "get_invitation",
     reach: "args",
     description:
-      "Read the calendar invitation an email carries (a text/calendar part or .ics file): what, when (UTC, with the zone it names), " +
-      "where, the organizer, the attendees and their answers, whether the mailbox can answer it (respondable) and its answer so far. " +
+      "Read the calendar invitation an email carries (a text/calendar part or .ics file): what, when (UTC, with the zone it names; " +
+      "a whole day's end is the day after the last), where, the organizer, the attendees and their answers, whether the mailbox can " +
+      "answer it (respondable; else not_respondable_reason, and latest_email_id: the one to answer instead), whether the event was " +
+      "called off since (schedule_status) and its answer so far. " +
       `NO_INVITATION when the email carries none. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({ email_id: Id("The email") }),
@@ -880,7 +882,8 @@ export const tools = [
     reach: "args",
     description:
       "The mailbox's calendar between from and to (ISO 8601 with a zone; default the week from now, at most 366 days): every " +
-      "occurrence of the meetings it organizes and the invitations it received, soonest first, each with the mailbox's answer " +
+      "occurrence of the meetings it organizes and the invitations it received, soonest first (a whole day's end is the day after " +
+      "the last), each with the mailbox's answer " +
       `(response) and whether it takes its time (busy). Ask it before accepting an invitation or proposing a time. with_mailbox_ids: ` +
       `the account's other mailboxes whose schedules to merge in (each occurrence names its mailbox_id). has_more: the range holds ` +
       `more than limit (ask again from the last one's start). ${UNTRUSTED}`,
