@@ -28,7 +28,8 @@ ICAL.foldLength = 74
 /** What a calendar says, before the email and the mailbox add theirs. */
 export type CalendarEvent = Omit<
   Invitation,
-  "email_id" | "attachment_id" | "respondable" | "not_respondable_reason" | "latest_email_id" | "schedule_status" | "response" | "attendees"
+  "email_id" | "attachment_id" | "respondable" | "not_respondable_reason" | "latest_email_id" | "schedule_status" | "not_applied_reason" | "response"
+  | "attendees"
 > & {
   readonly attendees: ReadonlyArray<Attendee>
 }

@@ -18,6 +18,7 @@ import { decodeText } from "../mail/charsets.ts"
 import { routingForm } from "../mail/inbound.ts"
 import type { Idempotency } from "../outbound/idempotency.ts"
 import { mailboxAddresses, Replies } from "../outbound/replies.ts"
+import { senderOf } from "../schedule/calendar-sender.ts"
 import { Schedule, type ScheduleRevision } from "../schedule/schedule.ts"
 import { calendarPart } from "./calendar-part.ts"
 import { attendeeOf, type CalendarEvent, readInvitation, replyCalendar } from "./icalendar.ts"
@@ -25,6 +26,7 @@ import {
   type Invitation,
   type InvitationResponse,
   MAX_CALENDAR_BYTES,
+  type NotAppliedReason,
   type NotRespondableReason,
   type RespondInput,
   type ResponseStatus
@@ -35,6 +37,10 @@ interface CalendarRow {
   readonly direction: "inbound" | "outbound"
   readonly mailboxAddress: string
   readonly rcptTo: string
+  readonly fromAddress: string | null
+  readonly labels: ReadonlyArray<string>
+  /** Why the worker did not apply the calendar, for who sent it (schedule/calendar-sender.ts); null when it did not refuse it. */
+  readonly notAppliedReason: NotAppliedReason | null
   readonly attachmentId: string | null
   readonly size: number | string | null
   readonly content: Uint8Array | null
@@ -85,14 +91,15 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
     const calendarOf = (userId: string, emailId: string) =>
       Effect.gen(function*() {
         const rows = yield* sql<CalendarRow>`
-          SELECT e.mailbox_id, e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to,
-                 a.id AS attachment_id, a.size, b.content, a.charset,
+          SELECT e.mailbox_id, e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.from_address, e.labels,
+                 f.reason AS not_applied_reason, a.id AS attachment_id, a.size, b.content, a.charset,
                  r.status, r.comment, r.reply_email_id, r.responded_at
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           LEFT JOIN LATERAL (${calendarPart(sql)}) a ON true
           LEFT JOIN blobs b ON b.sha256 = a.checksum AND a.size <= ${MAX_CALENDAR_BYTES}
           LEFT JOIN invitation_responses r ON r.email_id = e.id
+          LEFT JOIN calendar_refusals f ON f.email_id = e.id
           WHERE e.id = ${emailId} AND e.user_id = ${userId}`
         const row = rows[0]
         if (row === undefined) return yield* new NotFound({ message: "Email not found", details: { email_id: emailId } })
@@ -119,7 +126,17 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
           email_id: row.replyEmailId,
           responded_at: new Date(row.respondedAt!).toISOString()
         }
-        return { text, event: event.right, mailboxId: row.mailboxId, attachmentId: row.attachmentId, outbound: row.direction === "outbound", isMine, response }
+        return {
+          text,
+          event: event.right,
+          mailboxId: row.mailboxId,
+          attachmentId: row.attachmentId,
+          outbound: row.direction === "outbound",
+          isMine,
+          sender: senderOf(row),
+          notAppliedReason: row.notAppliedReason,
+          response
+        }
       })
 
     /**
@@ -139,6 +156,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         not_respondable_reason: closed ?? null,
         latest_email_id: closed === "superseded" ? latest!.emailId : null,
         schedule_status: latest?.status ?? null,
+        not_applied_reason: found.notAppliedReason,
         response: found.response
       } satisfies Invitation
     })
@@ -203,7 +221,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         ON CONFLICT (email_id) DO UPDATE SET status = EXCLUDED.status, comment = EXCLUDED.comment,
           reply_email_id = EXCLUDED.reply_email_id, responded_at = EXCLUDED.responded_at`
       // On the schedule with the answer, also when the worker left it off (mail marked spam, or older than the schedule).
-      yield* schedule.receive({ emailId, mailboxId: found.mailboxId, userId, isMine: found.isMine, text: found.text })
+      yield* schedule.receive({ emailId, mailboxId: found.mailboxId, userId, isMine: found.isMine, sender: found.sender, text: found.text })
       yield* schedule.answered(found.mailboxId, event.uid, input.status)
       yield* Effect.logInfo("Invitation answered").pipe(
         Effect.annotateLogs({ email_id: emailId, status: input.status, reply_email_id: accepted.email_id })

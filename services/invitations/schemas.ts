@@ -62,6 +62,15 @@ export type InvitationAttendee = typeof InvitationAttendee.Type
 export const NotRespondableReason = Schema.Literal("cancelled", "not_a_request", "no_organizer", "own_invitation", "superseded")
 export type NotRespondableReason = typeof NotRespondableReason.Type
 
+/**
+ * Why a received calendar changed nothing because of who sent it (services/schedule/calendar-sender.ts):
+ * `not_organizer` an update or cancellation whose From or ORGANIZER is not the event's organizer,
+ * `not_attendee` a meeting answer only for attendees other than its From, `unverified_sender` one from
+ * the right address that nothing vouches for (labelled `unauthenticated`).
+ */
+export const NotAppliedReason = Schema.Literal("not_organizer", "not_attendee", "unverified_sender")
+export type NotAppliedReason = typeof NotAppliedReason.Type
+
 export const InvitationResponse = Schema.Struct({
   status: ResponseStatus,
   comment: Schema.NullOr(Schema.String),
@@ -106,6 +115,12 @@ export const Invitation = Schema.Struct({
     description: "The event as the mailbox's schedule has it now, whichever email brought its latest revision: cancelled once its organizer " +
       "called it off (by a later email too); null when the schedule does not hold it (the mailbox's own meeting, a calendar that asks nothing, " +
       "mail marked spam and not answered)"
+  }),
+  not_applied_reason: Schema.NullOr(NotAppliedReason).annotations({
+    description: "Why this email changed nothing on the mailbox's schedule or meeting because of who sent it: not_organizer (an update or " +
+      "cancellation whose From or ORGANIZER is not the event's organizer), not_attendee (a meeting answer for attendees other than its From), " +
+      "unverified_sender (from that address, but labelled unauthenticated: nothing proves its From; taking the label off applies it); " +
+      "null otherwise"
   }),
   response: Schema.NullOr(InvitationResponse).annotations({ description: "The mailbox's latest answer through Mailroom; null: none yet" })
 }).annotations({ identifier: "Invitation" })

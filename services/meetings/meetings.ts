@@ -24,6 +24,7 @@ import type { Page, Sort } from "../listing.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { named, Outbound } from "../outbound/send.ts"
 import type { AddressInput } from "../outbound/schemas.ts"
+import { attendeeRefusal, type CalendarSender, dropRefusal, keepRefusal } from "../schedule/calendar-sender.ts"
 import { Schedule } from "../schedule/schedule.ts"
 import type { Meeting, MeetingAnsweredData, MeetingAttendee, MeetingInput, MeetingUpdate, WhenInput } from "./schemas.ts"
 
@@ -352,32 +353,40 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
     /**
      * An attendee's answer the mailbox received (a REPLY to one of its meetings): their status and note
      * on the meeting. An answer is its sender's own: a REPLY changes only the attendee whose address
-     * its From is (anyone who has an invitation knows its UID, and could otherwise decline for all of
-     * its attendees). An answer from someone not on it (the invitation forwarded to them) adds them. An
+     * its From is, and only when the inbound checks vouch for that From (anyone who has an invitation
+     * knows its UID, and could otherwise decline for all of its attendees; and anyone can write a From:
+     * schedule/calendar-sender.ts). One that answers for nobody it may is kept as refused, for its
+     * email's invitation to say. An answer from someone not on it (the invitation forwarded to them) adds them. An
      * answer received before the one kept (arriving late) changes nothing, nor does an answer to a
      * revision before the meeting's time last changed, nor anything else (not a calendar, not a REPLY,
      * another mailbox's meeting); true when an answer was kept (and announced).
      */
     const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(
-      found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date; readonly from: string | null },
+      found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date; readonly sender: CalendarSender },
       text: string
     ) {
       const { emailId } = found
       const answers = replyAnswers(text)
       if (answers === undefined || answers.attendees.length === 0) return false
-      const own = answers.attendees.filter((answer) => found.from !== null && routingForm(answer.address) === routingForm(found.from))
+      const refusals = answers.attendees.map((answer) => attendeeRefusal(found.sender, answer.address))
+      const own = answers.attendees.filter((_, i) => refusals[i] === undefined)
       if (own.length < answers.attendees.length) {
-        yield* Effect.logInfo("A meeting answer for attendees other than its sender, not kept for them").pipe(
+        yield* Effect.logInfo("A meeting answer for attendees other than its sender, or from a sender nothing vouches for, not kept for them").pipe(
           Effect.annotateLogs({ email_id: emailId, attendees: answers.attendees.length - own.length })
         )
       }
-      if (own.length === 0) return false
       const answered = yield* sql.withTransaction(Effect.gen(function*() {
         const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string; askedSequence: number }>`
           SELECT id, user_id, summary, attendees::text AS attendees, asked_sequence FROM meetings
           WHERE uid = ${answers.uid} AND mailbox_id = ${found.mailboxId} FOR UPDATE`
         const meeting = meetings[0]
         if (meeting === undefined) return undefined
+        if (own.length === 0) {
+          // Its own answer unvouched for, rather than only others': what a person can overrule (taking `unauthenticated` off).
+          yield* keepRefusal(sql, emailId, refusals.includes("unverified_sender") ? "unverified_sender" : "not_attendee")
+          return undefined
+        }
+        yield* dropRefusal(sql, emailId)
         // An answer to a revision before the meeting last asked again (an accept of the old time,
         // arriving after the move) answers a question no longer asked (RFC 5546 §2.1.5).
         if (answers.sequence !== undefined && answers.sequence < meeting.askedSequence) {

@@ -8,6 +8,9 @@
  *   labelled spam or blocked: a stranger's invitation does not take an agent's time until someone
  *   answers it (answering puts it on, services/invitations) or takes the label off (a consumer of
  *   `email.labels_changed` reads it then, as if it had just arrived).
+ * Either changes what the mailbox holds only when its sender may (calendar-sender.ts: the organizer's,
+ * the attendee's own From, vouched for); one refused for want of that vouching is read again, as if
+ * it had just arrived, when a person takes `unauthenticated` off it.
  * Mail without attachments costs it nothing (the event says so).
  *
  * Beside consuming, it works through what the schedule has still to read from before it existed
@@ -20,11 +23,13 @@ import { type BusMessage, Bus, decodeJson, encodeJson, subjects } from "../bus/b
 import { measured } from "../bus/metrics.ts"
 import { calendarPart } from "../invitations/calendar-part.ts"
 import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
+import { UNAUTHENTICATED } from "../mail/authentication.ts"
 import { decodeText } from "../mail/charsets.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { Meetings } from "../meetings/meetings.ts"
 import { mailboxAddresses } from "../outbound/replies.ts"
 import { BusEvent } from "../webhooks/schemas.ts"
+import { senderOf } from "./calendar-sender.ts"
 import { Schedule } from "./schedule.ts"
 
 const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
@@ -45,7 +50,7 @@ interface CalendarMailRow {
   readonly mailboxId: string
   readonly userId: string
   readonly receivedAt: Date
-  /** The From address: whose answer a REPLY may carry. */
+  /** The From address: whose answer a REPLY may carry, who may change an event (with `labels`, calendar-sender.ts). */
   readonly fromAddress: string | null
   readonly mailboxAddress: string
   readonly rcptTo: string
@@ -105,7 +110,8 @@ export const CalendarMailLive = Layer.scopedDiscard(
         const found = rows[0]
         if (found === undefined) return false
         const text = decodeText(found.content, found.charset)
-        if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt, from: found.fromAddress }, text)) return true
+        const sender = senderOf(found)
+        if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt, sender }, text)) return true
         if (found.labels.some(isJunk)) return false
         const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })
         const changed = yield* schedule.receive({
@@ -113,6 +119,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
           mailboxId: found.mailboxId,
           userId: found.userId,
           isMine: (address) => own.has(routingForm(address)),
+          sender,
           text
         })
         if (changed === undefined) return false
@@ -164,14 +171,29 @@ export const CalendarMailLive = Layer.scopedDiscard(
       concurrency: 4,
       handler: handler(ReceivedData, (data) => data.has_attachments ? read(data.email_id, true) : Effect.void)
     }))
-    // Mail taken out of spam (or unblocked) by hand: its invitation is read as if it had just arrived.
+    /**
+     * Whether a person's taking `unauthenticated` off the email vouches for a change it was refused for want
+     * of that (only then: a new invitation from it was entered on arrival, and would be announced twice).
+     */
+    const vouchedFor = (data: typeof LabelsChangedData.Type) =>
+      data.removed.includes(UNAUTHENTICATED) && !data.labels.includes(UNAUTHENTICATED)
+        ? Effect.map(
+          sql`SELECT 1 FROM calendar_refusals WHERE email_id = ${data.email_id} AND reason = 'unverified_sender'`,
+          (rows) => rows.length > 0
+        )
+        : Effect.succeed(false)
+    // Mail taken out of spam (or unblocked) by hand, or vouched for: its calendar is read as if it had just arrived.
     yield* bus.consume(measured({
       name: "calendar-cleared-mail",
       stream: "events",
       filter: subjects.event("email.labels_changed"),
       concurrency: 2,
       handler: handler(LabelsChangedData, (data) =>
-        data.has_attachments && data.removed.some(isJunk) && !data.labels.some(isJunk) ? read(data.email_id, true) : Effect.void)
+        !data.has_attachments || data.labels.some(isJunk)
+          ? Effect.void
+          : data.removed.some(isJunk)
+          ? read(data.email_id, true)
+          : Effect.flatMap(vouchedFor(data), (vouched) => vouched ? read(data.email_id, true) : Effect.void))
     }))
   })
 )

@@ -18,6 +18,7 @@ import { ValidationError } from "../errors.ts"
 import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
+import { type CalendarSender, dropRefusal, keepRefusal, organizerRefusal } from "./calendar-sender.ts"
 import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, readKept, type Span, spanning, unkeepable } from "./occurrences.ts"
 import { fromWallTime } from "../time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
@@ -45,6 +46,8 @@ export interface ReceivedCalendar {
   readonly userId: string
   /** Whether an address is the mailbox (its address, or the one the email was delivered to). */
   readonly isMine: (address: string) => boolean
+  /** Who sent it: only the event's organizer, vouched for, changes an event the schedule holds (calendar-sender.ts). */
+  readonly sender: CalendarSender
   readonly text: string
 }
 
@@ -170,8 +173,9 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     /**
      * A received invitation, update or cancellation (an iTIP REQUEST or CANCEL) applied to the
      * mailbox's schedule: what changed, for `invitation.received`; undefined when nothing did (any other
-     * calendar, an older revision, the same one in another email, or the mailbox's own meeting coming
-     * back when it invited itself).
+     * calendar, an older revision, the same one in another email, the mailbox's own meeting coming
+     * back when it invited itself, or a change to a kept event its sender may not make, which is kept
+     * as refused: calendar-sender.ts).
      * The mailbox's answer is what the newest revision says of it (a new time asks again), else the one
      * it gave.
      */
@@ -183,17 +187,34 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         onRight: (event) => attendeeOf(event, email.isMine)?.status
       })
       /**
-       * Whether the invitation leaves the kept entry as it is: the mailbox's own meeting, or one whose
-       * organizer it does not come from (only the organizer changes an event or calls it off, RFC 5546 §3.2).
+       * Why the invitation may not change the kept invitation: it names another organizer, or the email is
+       * not the organizer's own, vouched for (only the organizer changes an event or calls it off, RFC 5546
+       * §3.2, and the calendar's ORGANIZER line is the sender's to write). A new event is entered from
+       * anyone: it changes nothing the mailbox had.
        */
+      const senderRefusal = (entry: { readonly role: string; readonly calendar: string } | undefined) => {
+        if (entry === undefined || entry.role === "organizer") return undefined
+        const organizer = organizerAddress(entry.calendar)
+        return organizerAddress(invitation.calendar) !== organizer ? "not_organizer" : organizerRefusal(email.sender, organizer)
+      }
+      /** Whether the invitation leaves the kept entry as it is: the mailbox's own meeting, or a change refused (and kept as refused). */
       const ignored = (entry: { readonly role: string; readonly calendar: string } | undefined) =>
-        entry !== undefined && (entry.role === "organizer" || organizerAddress(invitation.calendar) !== organizerAddress(entry.calendar))
+        Effect.gen(function*() {
+          if (entry?.role === "organizer") return true
+          const refused = senderRefusal(entry)
+          if (refused === undefined) return false
+          yield* keepRefusal(sql, email.emailId, refused)
+          yield* Effect.logInfo("A change to an event on the schedule not from its organizer, vouched for, is not applied").pipe(
+            Effect.annotateLogs({ mailbox_id: email.mailboxId, email_id: email.emailId, uid: invitation.uid, reason: refused })
+          )
+          return true
+        })
       // The walk first, against the entry as it stands: a rule walked from its first repeat takes up to a
       // quarter of a second, which must not hold the entry's lock (nor, on the embedded database, every
       // other query). Redone in the transaction only when the entry changed meanwhile.
       const current = (yield* sql<{ role: string; calendar: string }>`
         SELECT role, calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`)[0]
-      if (ignored(current)) return undefined
+      if (yield* ignored(current)) return undefined
       const expected = merge(current?.calendar, invitation)
       const refusal = expected === undefined ? undefined : unkeepable(expected)
       if (refusal !== undefined) {
@@ -214,7 +235,9 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}
           FOR UPDATE`
         const before = rows[0]
-        if (ignored(before)) return undefined
+        if (yield* ignored(before)) return undefined
+        // Its sender may make it (read again once a person took `unauthenticated` off it): refused no more.
+        yield* dropRefusal(sql, email.emailId)
         const calendar = merge(before?.calendar, invitation)
         if (calendar !== undefined && calendar !== expected && unkeepable(calendar) !== undefined) return undefined
         const when = calendar === undefined ? undefined : calendar === expected ? walked : yield* spanOf(calendar)

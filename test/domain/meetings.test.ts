@@ -4,9 +4,11 @@
  * answer kept (arriving late) is not; one to a revision before the meeting's time last changed (an
  * accept of the old time, arriving after the move) is not, while a change that keeps the time keeps
  * the question, so answers to it still count; a reply naming no revision is taken for the current one;
- * someone the invitation was forwarded to is added. The wiring (mail received by the worker, the
+ * someone the invitation was forwarded to is added; an answer counts only from its attendee's own From, vouched
+ * for (not labelled unauthenticated), and one refused is kept with why. The wiring (mail received by the worker, the
  * routes, the event stream) is test/outbound/meetings.test.ts's.
  */
+import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import { Meetings } from "../../services/meetings/meetings.ts"
@@ -14,7 +16,7 @@ import { MeetingInput } from "../../services/meetings/schemas.ts"
 import { Schedule } from "../../services/schedule/schedule.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound } from "../support/outbound-services.ts"
-import { insertMailbox } from "../support/seed-mail.ts"
+import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 const services = Meetings.Default.pipe(Layer.provideMerge(inProcessOutbound))
@@ -49,13 +51,14 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
           end: { date_time: "2027-01-14T16:00:00Z" },
           attendees: [{ address: "ada@partner.test" }, { address: "bob@partner.test" }]
         })
-        let n = 0
         /**
          * `text` received by the mailbox `minutesAgo` minutes ago, as the worker hands it over, from
-         * `from` (by default the first attendee it answers for: their own answer).
+         * `from` (by default the first attendee it answers for: their own answer), vouched for unless
+         * `authenticated` is false.
          */
-        const receive = (text: string, minutesAgo = 0, from = /mailto:(\S+)/.exec(text)![1]!) =>
-          meetings.recordAnswer({ emailId: `eml_answer_${++n}`, mailboxId: box.mailboxId, receivedAt: new Date(Date.now() - minutesAgo * 60_000), from }, text)
+        const receive = (text: string, minutesAgo = 0, from = /mailto:(\S+)/.exec(text)![1]!, authenticated = true) =>
+          Effect.flatMap(insertEmail(box, { subject: "Answer", receivedMinutesAgo: minutesAgo, from }), ({ id }) =>
+            meetings.recordAnswer({ emailId: id, mailboxId: box.mailboxId, receivedAt: new Date(Date.now() - minutesAgo * 60_000), sender: { from, authenticated } }, text))
         const answers = Effect.map(meetings.get(owner.userId, meeting.meeting_id), (m) =>
           Object.fromEntries(m.attendees.map((a) => [a.address, [a.status, a.comment]])))
 
@@ -99,6 +102,48 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
           "bob@partner.test": ["tentative", null],
           "carol@partner.test": ["accepted", null]
         })
+      }))
+
+    it.effect("an answer counts only from its attendee's From vouched for; one refused is kept with why, and counts once vouched for", () =>
+      Effect.gen(function*() {
+        const meetings = yield* Meetings
+        const sql = yield* SqlClient.SqlClient
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const meeting = yield* meetings.create(owner.userId, box.mailboxId, {
+          summary: "Board review",
+          start: { date_time: "2027-01-14T15:00:00Z" },
+          end: { date_time: "2027-01-14T16:00:00Z" },
+          attendees: [{ address: "carol@example.com" }]
+        })
+        const answer = (from: string, authenticated: boolean) =>
+          Effect.gen(function*() {
+            const { id } = yield* insertEmail(box, { subject: "Declined: Board review", receivedMinutesAgo: 0, from, labels: ["inbound", "unread"] })
+            const at = new Date()
+            const counted = yield* meetings.recordAnswer(
+              { emailId: id, mailboxId: box.mailboxId, receivedAt: at, sender: { from, authenticated } },
+              reply(meeting.uid, "carol@example.com", "DECLINED", 0)
+            )
+            const refused = yield* sql<{ reason: string }>`SELECT reason FROM calendar_refusals WHERE email_id = ${id}`
+            return { id, counted, refused: refused[0]?.reason ?? null }
+          })
+        const carol = Effect.map(meetings.get(owner.userId, meeting.meeting_id), (m) => m.attendees[0]!.status)
+        // Carol's address in From, but nothing vouches for it (an attacker's envelope, no SPF, no DMARC): not hers.
+        expect(yield* answer("carol@example.com", false)).toMatchObject({ counted: false, refused: "unverified_sender" })
+        expect(yield* answer("attacker@evil.example", false)).toMatchObject({ counted: false, refused: "not_attendee" })
+        expect(yield* answer("attacker@evil.example", true)).toMatchObject({ counted: false, refused: "not_attendee" })
+        expect(yield* carol).toBe("needs_action")
+        // Carol's own, vouched for; and the refused one once vouched for (a person took `unauthenticated` off it) is refused no more.
+        const hers = yield* answer("Carol@Example.com", true)
+        expect(hers).toMatchObject({ counted: true, refused: null })
+        expect(yield* carol).toBe("declined")
+        const forged = yield* answer("carol@example.com", false)
+        expect(forged.refused).toBe("unverified_sender")
+        expect(yield* meetings.recordAnswer(
+          { emailId: forged.id, mailboxId: box.mailboxId, receivedAt: new Date(), sender: { from: "carol@example.com", authenticated: true } },
+          reply(meeting.uid, "carol@example.com", "DECLINED", 0)
+        )).toBe(true)
+        expect(yield* sql`SELECT 1 FROM calendar_refusals WHERE email_id = ${forged.id}`).toEqual([])
       }))
   })
 })

@@ -11,6 +11,7 @@ import { Data, Effect, Exit, Fiber, Layer } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { drainBackfill } from "../../services/schedule/calendar-mail.ts"
+import type { CalendarSender } from "../../services/schedule/calendar-sender.ts"
 import { remindDue } from "../../services/schedule/reminders.ts"
 import { Schedule } from "../../services/schedule/schedule.ts"
 import { invitationOf, merge } from "../../services/schedule/occurrences.ts"
@@ -58,12 +59,15 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
       return id
     }).pipe(Effect.orDie)
     const schedule = yield* Schedule
-    /** The calendar received in an email of its own, or in `emailId` (the same email again). */
-    const receive = (text: string, emailId?: string) =>
+    /**
+     * The calendar received in an email of its own, or in `emailId` (the same email again), from `sender`
+     * (by default Grace, the organizer, vouched for).
+     */
+    const receive = (text: string, emailId?: string, sender: CalendarSender = { from: "grace@partner.test", authenticated: true }) =>
       Effect.flatMap(emailId === undefined ? email : Effect.succeed(emailId), (id) =>
-        schedule.receive({ emailId: id, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, text }))
+        schedule.receive({ emailId: id, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, sender, text }))
     const list = (params: Parameters<typeof schedule.list>[2] = december) => Effect.map(schedule.list(owner.userId, [mailboxId], params), (r) => r.data)
-    return { sql, owner, mailboxId, address, schedule, receive, list }
+    return { sql, owner, mailboxId, address, schedule, email, receive, list }
   })
 
   it.effect("what came before the schedule is read once, a batch at a time; a batch that fails stays for the next start", () =>
@@ -174,6 +178,59 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect((yield* list({ ...december, include_cancelled: true })).map((o) => [o.start.date_time, o.status, o.busy])).toEqual([
           ["2026-12-03T14:00:00Z", "cancelled", false]
         ])
+      }))
+
+    it.effect("only the organizer's own mail, vouched for, changes or calls off an event; what it refuses is kept, with why", () =>
+      Effect.gen(function*() {
+        const { address, email, receive, list, sql } = yield* world()
+        const grace = "ORGANIZER:mailto:grace@partner.test"
+        const refusal = (emailId: string) =>
+          Effect.map(sql<{ reason: string }>`SELECT reason FROM calendar_refusals WHERE email_id = ${emailId}`, (rows) => rows[0]?.reason ?? null)
+        // A new invitation is entered whoever sent it: it changes nothing the mailbox had.
+        const invited = yield* email
+        expect(yield* receive(review(address, 0), invited, { from: "grace@partner.test", authenticated: false })).toMatchObject({ change: "new" })
+        expect(yield* refusal(invited)).toBeNull()
+        const kept = Effect.map(list(), (os) => os.map((o) => [o.start.date_time, o.status]))
+        const asInvited = [["2026-12-03T14:00:00Z", "confirmed"], ["2026-12-10T14:00:00Z", "confirmed"]]
+        expect(yield* kept).toEqual(asInvited)
+        // A cancellation or a move naming Grace as organizer, from Mallory, or from a Grace nothing vouches for: refused, and why kept.
+        const cancel = calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:3", grace, "STATUS:CANCELLED")
+        const move = review(address, 3, "NEEDS-ACTION", "20261204T090000")
+        const forged: Array<[string, CalendarSender, string]> = [
+          [cancel, { from: "mallory@evil.example", authenticated: false }, "not_organizer"],
+          [cancel, { from: "mallory@evil.example", authenticated: true }, "not_organizer"],
+          [cancel, { from: "grace@partner.test", authenticated: false }, "unverified_sender"],
+          [cancel, { from: null, authenticated: true }, "not_organizer"],
+          [move, { from: "Grace@Partner.test", authenticated: false }, "unverified_sender"],
+          [move, { from: "mallory@evil.example", authenticated: true }, "not_organizer"],
+          [calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", grace, "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000"),
+            { from: "grace@partner.test", authenticated: false }, "unverified_sender"]
+        ]
+        for (const [text, sender, reason] of forged) {
+          const id = yield* email
+          expect(yield* receive(text, id, sender)).toBeUndefined()
+          expect(yield* refusal(id)).toBe(reason)
+          expect(yield* kept).toEqual(asInvited)
+        }
+        // Grace's own, vouched for, applies (her From in other capitals, or a subaddress of it, is hers).
+        expect(yield* receive(move, undefined, { from: "GRACE+cal@partner.test", authenticated: true }))
+          .toMatchObject({ change: "updated", start: { date_time: "2026-12-04T08:00:00Z" } })
+        expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:4", grace, "STATUS:CANCELLED")))
+          .toMatchObject({ change: "cancelled", recurrence_id: null })
+        expect(yield* list()).toEqual([])
+      }))
+
+    it.effect("a refused change applies when read again with its sender vouched for (the label taken off), and is refused no more", () =>
+      Effect.gen(function*() {
+        const { address, email, receive, list, sql } = yield* world()
+        yield* receive(review(address, 0))
+        const cancel = calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", "ORGANIZER:mailto:grace@partner.test", "STATUS:CANCELLED")
+        const id = yield* email
+        expect(yield* receive(cancel, id, { from: "grace@partner.test", authenticated: false })).toBeUndefined()
+        expect(yield* list()).toHaveLength(2)
+        expect(yield* receive(cancel, id)).toMatchObject({ change: "cancelled", email_id: id })
+        expect(yield* list()).toEqual([])
+        expect(yield* sql`SELECT 1 FROM calendar_refusals WHERE email_id = ${id}`).toEqual([])
       }))
 
     it.effect("its own meeting coming back (it invited itself) stays its meeting; a calendar that invites to nothing is not kept", () =>
@@ -463,8 +520,9 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         yield* receive(review(address, 0, "ACCEPTED", "20261203T150000", "URL:https://meet.partner.test/review")) // Thursdays 14:00 UTC
         yield* receive(calendar("REQUEST", "UID:lunch", "DTSTART:20261203T140500Z", "DTEND:20261203T150000Z", "SUMMARY:Lunch",
           `ATTENDEE;PARTSTAT=DECLINED:mailto:${address}`))
-        yield* receive(calendar("REQUEST", "UID:call", "DTSTART:20261203T140800Z", "DTEND:20261203T143000Z", "SUMMARY:Call"))
-        yield* receive(calendar("CANCEL", "UID:call", "SEQUENCE:1", "STATUS:CANCELLED"))
+        const grace = "ORGANIZER:mailto:grace@partner.test"
+        yield* receive(calendar("REQUEST", "UID:call", "DTSTART:20261203T140800Z", "DTEND:20261203T143000Z", "SUMMARY:Call", grace))
+        yield* receive(calendar("CANCEL", "UID:call", "SEQUENCE:1", "STATUS:CANCELLED", grace))
         yield* receive(calendar("REQUEST", "UID:holiday", "DTSTART;VALUE=DATE:20261203", "SUMMARY:Away"))
         const remind = (at: string) => Effect.map(remindDue(new Date(at)), (sent) => sent.filter((r) => r.mailbox_id === mailboxId))
 
@@ -495,7 +553,8 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
       Effect.gen(function*() {
         const { mailboxId, receive } = yield* world()
         const sync = (sequence: number, start: string) =>
-          calendar("REQUEST", "UID:sync", `SEQUENCE:${sequence}`, `DTSTART:${start}`, "DURATION:PT30M", "RRULE:FREQ=DAILY", "SUMMARY:Sync")
+          calendar("REQUEST", "UID:sync", `SEQUENCE:${sequence}`, `DTSTART:${start}`, "DURATION:PT30M", "RRULE:FREQ=DAILY", "SUMMARY:Sync",
+            "ORGANIZER:mailto:grace@partner.test")
         yield* receive(sync(0, "20261214T140000Z"))
         const remind = (at: string) => Effect.map(remindDue(new Date(at)), (sent) => sent.filter((r) => r.mailbox_id === mailboxId))
         expect(yield* remind("2026-12-15T13:40:00Z")).toEqual([])

@@ -259,6 +259,14 @@ describe("calendar invitations", () => {
     const moved = invitation.replace("SEQUENCE:0", "SEQUENCE:1").replace("DTSTART;TZID=Europe/Paris:20261203T150000", "DTSTART;TZID=Europe/Paris:20261203T170000")
     await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Moved", text: "Later.", icalEvent: { method: "REQUEST", content: moved } })
     const update = await arrived(mailroom, box, "Moved")
+    // From the organizer's address, but nothing vouches for it (no SPF, no DKIM here): not applied, and said so.
+    expect(update.labels).toContain("unauthenticated")
+    await until("the update refused", async () =>
+      (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(update.email_id))).data?.data.not_applied_reason === "unverified_sender" || undefined)
+    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(open.email_id))).data!.data.respondable).toBe(true)
+    // A person vouches for it (takes the label off): it is read again, and applies.
+    const vouched = await mailroom.PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: update.email_id } }, body: { remove_labels: ["unauthenticated"] } })
+    expect(vouched.response.status).toBe(200)
     await until("the update on the schedule", async () =>
       (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(open.email_id))).data!.data.respondable === false || undefined)
     const superseded = await respond(open.email_id, { status: "accepted" })

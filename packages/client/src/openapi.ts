@@ -4983,6 +4983,8 @@ export interface components {
             location: string | null;
             /** @description What the sender asks (iTIP): REQUEST (an invitation, or its update), CANCEL, REPLY (an attendee's answer), PUBLISH (for information, no answer expected), COUNTER, …; null: a calendar file that asks nothing */
             method: string | null;
+            /** @description Why this email changed nothing on the mailbox's schedule or meeting because of who sent it: not_organizer (an update or cancellation whose From or ORGANIZER is not the event's organizer), not_attendee (a meeting answer for attendees other than its From), unverified_sender (from that address, but labelled unauthenticated: nothing proves its From; taking the label off applies it); null otherwise */
+            not_applied_reason: ("not_organizer" | "not_attendee" | "unverified_sender") | null;
             /** @description Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says: cancelled, not_a_request, no_organizer, own_invitation, superseded (an update of it arrived since: latest_email_id); null when respondable */
             not_respondable_reason: ("cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded") | null;
             organizer: components["schemas"]["CalendarParty"] | null;
