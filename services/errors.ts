@@ -49,13 +49,27 @@ const failureWith = <
   Extra extends Schema.Struct.Fields,
   Known extends Schema.Struct.Fields = {}
 >(tag: Tag, wire: Wire<Status, Code> & { readonly details?: Known }, extra: Extra) => {
-  tags.add(tag)
   const { details: named, ...said } = wire
   // No details named: `Known` is then its default, no keys.
-  const known = named ?? ({} as Known)
+  return failureDetailed(tag, { ...said, details: detailsWith(named ?? ({} as Known)) }, extra)
+}
+
+/**
+ * `failureWith`, its details' schema given whole: for the errors whose details are not some keys
+ * named plus any other, but one shape throughout (VALIDATION_ERROR's and BAD_REQUEST's field messages).
+ */
+const failureDetailed = <
+  const Tag extends string,
+  const Status extends number,
+  const Code extends string,
+  Extra extends Schema.Struct.Fields,
+  Shape extends Schema.Schema.All
+>(tag: Tag, wire: Wire<Status, Code> & { readonly details: Shape }, extra: Extra) => {
+  tags.add(tag)
+  const { details, ...said } = wire
   return [
     tag,
-    { status: always(wire.status), code: always(wire.code), message: Schema.String, details: Schema.optional(detailsWith(known)), ...extra },
+    { status: always(wire.status), code: always(wire.code), message: Schema.String, details: Schema.optional(details), ...extra },
     { description: wire.description, [WireAnnotationId]: said }
   ] as const
 }
@@ -78,22 +92,55 @@ export const wireOf = <E extends { readonly status: number; readonly code: strin
 // ---------------------------------------------------------------------------------------------
 // General codes (SPEC "Errors")
 
+/** A field's name (dotted into a body: `messages.0.to`) → a string about it: what is wrong with it. */
+export const FieldMessages = Schema.Record({ key: Schema.String, value: Schema.String })
+
+/**
+ * The `details` of VALIDATION_ERROR and BAD_REQUEST: field → message, or (SPEC "Errors": the bodies the
+ * dashboard has a JSON schema for, and a malformed mailbox body on /v1/api) that map under
+ * `field_errors`. Every other value is a string: no construction puts a number or a list.
+ *
+ * TypeScript cannot say "any key a string, but field_errors a map" (an index signature covers every
+ * key), so the type lets any key be either and the check refuses a map elsewhere; the contract says
+ * it exactly (field_errors a map, additionalProperties strings), and so does the generated fetch client.
+ */
+export const FieldDetails = Schema.Struct(
+  { field_errors: Schema.optional(FieldMessages) },
+  Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, FieldMessages) })
+).pipe(
+  Schema.filter((details) =>
+    Object.entries(details).every(([field, message]) => field === "field_errors" || typeof message === "string") ||
+    "each field's message is a string (only field_errors holds a map of them)"
+  ),
+  Schema.annotations({
+    jsonSchema: {
+      type: "object",
+      properties: { field_errors: { type: "object", additionalProperties: { type: "string" } } },
+      additionalProperties: { type: "string" }
+    }
+  })
+)
+export type FieldDetails = typeof FieldDetails.Type
+
 /** 400 BAD_REQUEST: malformed input (invalid JSON, missing body, bad shape). */
 export class BadRequest extends Schema.TaggedError<BadRequest>()(
-  ...failure("BadRequest", {
+  ...failureDetailed("BadRequest", {
     status: 400,
     code: "BAD_REQUEST",
-    description: "BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address"
-  })
+    description: "BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; " +
+      "details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors",
+    details: FieldDetails
+  }, {})
 ) {}
 
 /** 400 VALIDATION_ERROR: parameters failed validation; `details` maps a field name to a message. */
 export class ValidationError extends Schema.TaggedError<ValidationError>()(
-  ...failure("ValidationError", {
+  ...failureDetailed("ValidationError", {
     status: 400,
     code: "VALIDATION_ERROR",
-    description: "VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)"
-  })
+    description: "VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)",
+    details: FieldDetails
+  }, {})
 ) {
   static field(field: string, message: string) {
     return new ValidationError({ message: `${field}: ${message}`, details: { [field]: message } })

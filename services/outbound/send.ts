@@ -127,7 +127,10 @@ interface BuiltSend {
 /** A batch's refusal of its message `i`: the field named as the body's validation names it, `messages.<i>.<field>`. */
 const inMessage = (i: number) => <E>(error: E): E => {
   if (!(error instanceof ValidationError)) return error
-  const details = Object.fromEntries(Object.entries(error.details ?? {}).map(([field, said]) => [`messages.${i}.${field}`, said]))
+  // A send's refusals name fields, each with its message (never the dashboard's field_errors map).
+  const details = Object.fromEntries(
+    Object.entries(error.details ?? {}).flatMap(([field, said]) => (typeof said === "string" ? [[`messages.${i}.${field}`, said]] : []))
+  )
   return new ValidationError({ message: `messages.${i}.${error.message}`, details }) as E
 }
 

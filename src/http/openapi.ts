@@ -18,6 +18,11 @@
  *   a document holding it twice is refused by JSON Schema validators (one id, two schemas), so those
  *   ids are left out; each is an empty schema, any value.
  * - **Bodies that may be left out** (optional-body.ts) are not `required`.
+ * - **Body refusals.** 413 PAYLOAD_TOO_LARGE and 415 UNSUPPORTED_MEDIA_TYPE are declared on the whole
+ *   API (api.ts: the edge, middleware and input-rules.ts, answers them before any handler), but only a
+ *   body is refused so: they are documented on the routes that take one (a request body, or a body the
+ *   handler reads itself, which then declares them), and on those whose handler answers them itself
+ *   (a draft or a meeting's mail past the plan's size), not on the rest.
  * - **Webhooks**: the event payloads receivers get (SPEC "Events"), under OpenAPI 3.1's `webhooks`.
  */
 import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiSecurity, HttpApiSwagger, HttpServerResponse, OpenApi } from "@effect/platform"
@@ -95,6 +100,24 @@ const optionalBodies = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
       if (Option.exists(endpoint.payloadSchema, (schema) => isOptionalBody(schema.ast))) {
         found.add(group.topLevel ? endpoint.name : `${group.identifier}.${endpoint.name}`)
       }
+    }
+  })
+  return found
+}
+
+/**
+ * `operationId → statuses` that `api`'s routes declare themselves (their endpoint's or group's errors),
+ * among those only a body is refused with: what stays documented on a route that declares no body.
+ */
+const BODY_STATUSES = ["413", "415"]
+
+const ownBodyRefusals = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => {
+  const found = new Map<string, Set<string>>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, errors, group }) => {
+      const own = BODY_STATUSES.filter((status) => errors.has(Number(status)))
+      found.set(group.topLevel ? endpoint.name : `${group.identifier}.${endpoint.name}`, new Set(own))
     }
   })
   return found
@@ -238,6 +261,7 @@ const webhooks = () =>
 export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => (spec: Json): Json => {
   const security = requirements(api)
   const bodiesLeftOut = optionalBodies(api)
+  const bodyRefusals = ownBodyRefusals(api)
   spec.components.securitySchemes = Object.fromEntries(
     Object.entries(schemes).map(([name, scheme]) => [name, securityScheme(scheme)])
   )
@@ -246,6 +270,10 @@ export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
     for (const operation of Object.values<Json>(operations)) {
       operation.security = security.get(operation.operationId) ?? []
       if (operation.requestBody !== undefined && bodiesLeftOut.has(operation.operationId)) operation.requestBody.required = false
+      if (operation.requestBody === undefined) {
+        const own = bodyRefusals.get(operation.operationId)
+        for (const status of BODY_STATUSES) if (!own?.has(status)) delete operation.responses[status]
+      }
       for (const [status, response] of Object.entries<Json>(operation.responses)) {
         if (Number(status) >= 400) finishError(spec, response)
         if (limitedPath(path)) response.headers = { ...response.headers, ...limitHeaders(status) }

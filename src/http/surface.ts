@@ -11,7 +11,7 @@
  * (errors.ts) has one shape for every route.
  */
 import { Effect, ParseResult, Schema } from "effect"
-import { BadRequest, ValidationError } from "../../services/errors.ts"
+import { BadRequest, type FieldDetails, type FieldMessages, ValidationError } from "../../services/errors.ts"
 import { fieldDetails, summaryOf } from "./issues.ts"
 
 export type Surface = "api" | "dashboard"
@@ -22,9 +22,16 @@ export const fieldErrors = (
   describe?: (issue: ParseResult.ArrayFormatterIssue) => string
 ) => fieldDetails(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "body", rootMessage: "must be a JSON object", describe })
 
-/** A field-level VALIDATION_ERROR as `surface` tells it. */
+/** Details already told the dashboard's way: the field messages under `field_errors` (not a field named so). */
+const told = (details: FieldDetails | undefined): details is { readonly field_errors: typeof FieldMessages.Type } =>
+  typeof details?.["field_errors"] === "object"
+
+/** A field-level VALIDATION_ERROR as `surface` tells it (one already told with `field_errors` as it is). */
 export const forSurface = (surface: Surface, error: ValidationError): ValidationError =>
-  surface === "api" ? error : new ValidationError({ message: error.message, details: { field_errors: error.details ?? {} } })
+  surface === "api" || told(error.details)
+    ? error
+    // Not told yet: every value is a field's message (FieldDetails refuses a map under any other key).
+    : new ValidationError({ message: error.message, details: { field_errors: (error.details ?? {}) as typeof FieldMessages.Type } })
 
 /**
  * Decode a body. An absent body is BAD_REQUEST on both surfaces (the platform reads an empty body as

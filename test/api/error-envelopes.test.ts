@@ -2,10 +2,11 @@
  * The error envelope as a client decodes it (the contract's schemas, which the Effect client uses): a
  * refusal that asks the client to wait says how long in its body, and the decoded error carries it.
  */
-import { Either, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import {
   type ApiError,
+  BadRequest,
   DisallowedLocal,
   DomainMismatch,
   EmailTaken,
@@ -17,12 +18,14 @@ import {
   PayloadTooLarge,
   RateLimited,
   ServiceUnavailable,
-  StorageQuotaReached
+  StorageQuotaReached,
+  ValidationError
 } from "../../services/errors.ts"
 import { type AddressRequest, parseAddress, type RuleFailure } from "../../services/mailboxes/rules.ts"
 import { storageQuotaReached } from "../../services/outbound/send.ts"
 import { MAX_JSON_BYTES, tooLarge } from "../../src/http/body-limits.ts"
 import { conflictedRetry, envelope, errorResponse } from "../../src/http/errors.ts"
+import { decodeBody } from "../../src/http/surface.ts"
 
 /** What the server writes for `error`, as JSON. */
 const wireOf = async (error: RateLimited | ServiceUnavailable | NotFound) => {
@@ -113,6 +116,28 @@ describe("error details as the contract types them", () => {
     // such a construction; one that gets past it (a cast) fails where it is made.
     const wrong: { count: number; limit: number; plan: string } = JSON.parse(`{"count":1,"limit":"1","plan":"free"}`)
     expect(() => new MailboxQuotaReached({ message: "full", details: wrong })).toThrow(/limit/)
+  })
+
+  it("field-level refusals: VALIDATION_ERROR's and BAD_REQUEST's details are each field's message, a string, or that map under field_errors", () => {
+    const Body = Schema.Struct({ name: Schema.String, labels: Schema.Array(Schema.String) }).annotations({ parseOptions: { errors: "all" } })
+    const refused = (surface: "api" | "dashboard", malformed?: "bad-request") =>
+      Effect.runSync(Effect.flip(decodeBody(Body, surface, malformed ? { malformed } : {})({ name: 5, labels: "inbound" })))
+    const api = roundTrip(ValidationError, refused("api") as ValidationError)
+    expect(api.error.details).toEqual({ name: "must be a string", labels: "must be a list" })
+    const dashboard = roundTrip(ValidationError, refused("dashboard") as ValidationError)
+    expect(dashboard.error.details).toEqual({ field_errors: { name: "must be a string", labels: "must be a list" } })
+    const malformed = roundTrip(BadRequest, refused("api", "bad-request") as BadRequest)
+    expect(malformed.error.details).toEqual({ field_errors: { name: "must be a string", labels: "must be a list" } })
+    roundTrip(ValidationError, ValidationError.field("messages.0.to", "is required"))
+    const noLocal = roundTrip(BadRequest, refusal(BadRequest, { email_address: "@example.com", domain: "example.com" }))
+    expect(noLocal.error.details).toEqual({ email_address: "@example.com" })
+    // A number or a list is no message: refused where it is made, as a typed key of another type is.
+    const numeric: Record<string, string> = JSON.parse(`{"limit":5}`)
+    expect(() => new ValidationError({ message: "no", details: numeric })).toThrow(/limit/)
+    const listed: Record<string, string> = JSON.parse(`{"labels":["inbound"]}`)
+    expect(() => new BadRequest({ message: "no", details: listed })).toThrow(/labels/)
+    // A map of messages goes under field_errors only (TypeScript cannot say so: the check does).
+    expect(() => new ValidationError({ message: "no", details: { to: { name: "is required" } } })).toThrow(/field_errors/)
   })
 
   it("keys a class does not name ride along, and no details stay absent", () => {

@@ -280,6 +280,75 @@ describe("OpenAPI: a reference people can use", () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: "/" })])
   })
 
+  it("a binary answer names the media type the server sends it in, never a range such as */*", () => {
+    const answers = operations.flatMap((operation) =>
+      Object.entries<Json>(operation.responses).flatMap(([status, response]) =>
+        Object.keys(response.content ?? {}).filter((type) => type !== "application/json").map((type) => `${operation.route} ${status} ${type}`)
+      )
+    )
+    // What the handlers set (src/http/emails/http.ts, events/http.ts), as test/api/export.test.ts and
+    // test/smtp/inbound.test.ts read them from a started server. An attachment goes with its own type,
+    // which no contract can name: it is documented as the bytes it is, its description says which type comes.
+    expect(answers.sort()).toEqual([
+      "GET /api/emails/{emailId}/attachments/{attachmentId} 200 application/octet-stream",
+      "GET /api/emails/{emailId}/raw 200 message/rfc822",
+      "GET /api/events 200 text/event-stream",
+      "GET /api/mailboxes/{mailboxId}/export 200 application/mbox",
+      "GET /v1/api/emails/{emailId}/attachments/{attachmentId} 200 application/octet-stream",
+      "GET /v1/api/emails/{emailId}/raw 200 message/rfc822",
+      "GET /v1/api/mailboxes/{mailboxId}/export 200 application/mbox",
+      "GET /v1/events 200 text/event-stream"
+    ])
+    const attachment = find("GET /v1/api/emails/{emailId}/attachments/{attachmentId}")!.responses["200"]
+    expect(attachment.description).toMatch(/attachment's own media type/)
+  })
+
+  it("413 and 415, what only a body is refused with, are declared on the routes that take one, and not on the rest", () => {
+    // Routes whose handler reads a body the contract does not declare: Stripe's signed JSON, a test's optional {"event"}.
+    const readingTheirOwn = ["POST /v1/billing/webhook", "POST /v1/api/webhooks/{id}/test", "POST /api/webhooks/{id}/test"]
+    // Routes without a body whose handler answers 413 itself: the mail they send is past the plan's size.
+    const sendingMail = [
+      "POST /v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send",
+      "POST /api/mailboxes/{mailboxId}/drafts/{draftId}/send",
+      "POST /v1/api/emails/{emailId}/unsubscribe",
+      "POST /api/emails/{emailId}/unsubscribe",
+      "POST /v1/api/meetings/{meetingId}/cancel",
+      "POST /api/meetings/{meetingId}/cancel"
+    ]
+    const withBody = operations.filter((operation) => {
+      const [method, path] = operation.route.split(" ")
+      return document.paths[path!][method!.toLowerCase()].requestBody !== undefined
+    }).map((operation) => operation.route)
+    expect(withBody.length).toBeGreaterThan(50)
+    for (const operation of operations) {
+      const errors = errorsOf(operation)
+      const body = withBody.includes(operation.route) || readingTheirOwn.includes(operation.route)
+      expect(errors.get(415) ?? [], `${operation.route} 415`).toEqual(body ? ["UNSUPPORTED_MEDIA_TYPE"] : [])
+      expect(errors.get(413) ?? [], `${operation.route} 413`).toEqual(body || sendingMail.includes(operation.route) ? ["PAYLOAD_TOO_LARGE"] : [])
+    }
+    const bodiless = operations.filter((operation) => /^(GET|DELETE) /.test(operation.route) && !withBody.includes(operation.route))
+    expect(bodiless.length).toBeGreaterThan(100)
+    for (const operation of bodiless) expect([413, 415].filter((status) => errorsOf(operation).has(status)), operation.route).toEqual([])
+  })
+
+  it("VALIDATION_ERROR's and BAD_REQUEST's details are typed: each field's message a string, or that map under field_errors", () => {
+    const ajv = new Ajv2020({ strict: false })
+    for (const code of ["VALIDATION_ERROR", "BAD_REQUEST"]) {
+      const schema = resolve(find("POST /v1/api-keys")!.responses["400"].content["application/json"].schema).anyOf
+        .map(resolve).find((member: Json) => member.properties.error.properties.code.enum[0] === code)
+      const accepts = (details: unknown) =>
+        ajv.validate({ ...schema, components: document.components }, { success: false, error: { code, message: "no", details } })
+      expect({
+        fields: accepts({ name: "must be a string", "messages.0.to": "is required" }),
+        dashboard: accepts({ field_errors: { local_part: "must be a string" } }),
+        number: accepts({ limit: 5 }),
+        list: accepts({ labels: ["inbound"] }),
+        nestedNumber: accepts({ field_errors: { local_part: 5 } }),
+        mapElsewhere: accepts({ to: { name: "is required" } })
+      }, code).toEqual({ fields: true, dashboard: true, number: false, list: false, nestedNumber: false, mapElsewhere: false })
+    }
+  })
+
   it("list routes take limit and offset", () => {
     const lists = operations.filter((operation) => JSON.stringify(operation.responses["200"] ?? {}).includes("#/components/schemas/ListMeta"))
     expect(lists.map((operation) => operation.route)).toEqual(

@@ -3883,13 +3883,17 @@ export interface components {
             time_zone: string;
             to: string;
         };
-        /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
+        /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors */
         BadRequest: {
             error: {
                 /** @enum {string} */
                 code: "BAD_REQUEST";
                 details?: {
-                    [key: string]: unknown;
+                    field_errors?: {
+                        [key: string]: string;
+                    };
+                } & {
+                    [key: string]: string;
                 };
                 message: string;
             };
@@ -6261,13 +6265,17 @@ export interface components {
             name: string;
             userId: string;
         };
-        /** @description VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors) */
+        /** @description VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors) */
         ValidationError: {
             error: {
                 /** @enum {string} */
                 code: "VALIDATION_ERROR";
                 details?: {
-                    [key: string]: unknown;
+                    field_errors?: {
+                        [key: string]: string;
+                    };
+                } & {
+                    [key: string]: string;
                 };
                 message: string;
             };
@@ -6422,8 +6430,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -6458,30 +6466,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -6557,8 +6541,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -6687,8 +6671,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -6735,30 +6719,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -6833,8 +6793,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -6977,8 +6937,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7111,8 +7071,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7147,30 +7107,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -7243,8 +7179,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7387,8 +7323,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7507,8 +7443,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7625,8 +7561,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7661,30 +7597,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -7757,8 +7669,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -7901,8 +7813,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8009,8 +7921,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8117,8 +8029,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8237,8 +8149,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8353,8 +8265,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8389,30 +8301,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -8483,8 +8371,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8531,30 +8419,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -8623,8 +8487,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8659,30 +8523,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -8751,8 +8591,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -8787,30 +8627,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -8883,8 +8699,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9027,8 +8843,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9171,8 +8987,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9315,8 +9131,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9475,8 +9291,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9523,30 +9339,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -9622,8 +9414,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9781,8 +9573,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9909,8 +9701,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -9957,30 +9749,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -10049,8 +9817,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10097,30 +9865,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -10197,8 +9941,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10233,30 +9977,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -10329,8 +10049,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10474,8 +10194,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10522,30 +10242,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -10616,8 +10312,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10676,30 +10372,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DomainHasMailboxes"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -10774,8 +10446,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -10920,8 +10592,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -11089,8 +10761,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions
              */
             400: {
@@ -11150,30 +10822,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -11252,8 +10900,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -11288,30 +10936,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -11410,8 +11034,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -11458,30 +11082,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -11552,8 +11152,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -11600,30 +11200,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -11694,8 +11270,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -11754,30 +11330,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -11852,8 +11404,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -11979,7 +11531,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Success */
+            /** @description The attachment's bytes. Content-Type is the attachment's own media type (its content_type in the email's attachments; a text type with the charset it named), application/octet-stream when that is not a well-formed media type */
             200: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -11988,12 +11540,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12040,30 +11592,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -12135,8 +11663,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12183,30 +11711,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML, PDF or Word (reason unsupported_type), or a document that is encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason */
@@ -12296,8 +11800,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12467,8 +11971,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12518,30 +12022,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"] | components["schemas"]["NoInvitation"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason */
@@ -12631,8 +12111,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12805,8 +12285,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -12853,30 +12333,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -12954,8 +12410,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13132,8 +12588,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13303,8 +12759,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13368,18 +12824,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /**
@@ -13479,8 +12923,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13635,8 +13079,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -13784,8 +13228,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13835,30 +13279,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -13937,8 +13357,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -13985,30 +13405,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -14081,8 +13477,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -14227,8 +13623,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -14275,30 +13671,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -14369,8 +13741,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -14417,30 +13789,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -14515,8 +13863,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -14662,8 +14010,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -14812,8 +14160,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -14860,30 +14208,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -14962,8 +14286,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15010,30 +14334,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -15124,8 +14424,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15270,8 +14570,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15318,30 +14618,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -15413,8 +14689,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15449,30 +14725,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -15545,8 +14797,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -15705,8 +14957,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15753,30 +15005,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -15851,8 +15079,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -15997,8 +15225,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -16170,8 +15398,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -16218,30 +15446,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -16316,8 +15520,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -16458,8 +15662,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -16506,30 +15710,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -16618,8 +15798,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -16666,30 +15846,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -16770,8 +15926,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -16818,30 +15974,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -16919,8 +16051,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17077,8 +16209,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17125,30 +16257,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -17220,8 +16328,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17280,30 +16388,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -17379,8 +16463,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17541,8 +16625,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17740,8 +16824,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17788,30 +16872,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -17878,8 +16938,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -17926,30 +16986,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -18020,8 +17056,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18068,30 +17104,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -18182,8 +17194,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18328,8 +17340,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18376,30 +17388,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -18479,8 +17467,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18527,30 +17515,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -18642,8 +17606,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18789,8 +17753,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18837,30 +17801,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -18940,8 +17880,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -18988,30 +17928,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -19086,8 +18002,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -19255,8 +18171,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -19303,30 +18219,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -19404,8 +18296,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -19582,8 +18474,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -19773,8 +18665,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -19821,30 +18713,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -19932,8 +18800,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -19969,30 +18837,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -20063,8 +18907,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20111,30 +18955,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -20209,8 +19029,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20380,8 +19200,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20457,18 +19277,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
@@ -20561,8 +19369,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20609,30 +19417,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -20706,8 +19490,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20852,8 +19636,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -20888,30 +19672,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -20985,8 +19745,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21033,30 +19793,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -21133,8 +19869,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21169,30 +19905,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -21281,8 +19993,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21411,8 +20123,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21459,30 +20171,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -21573,8 +20261,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21621,30 +20309,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -21715,8 +20379,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21763,30 +20427,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -21857,8 +20497,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -21917,30 +20557,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -22015,8 +20631,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -22160,8 +20776,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -22316,8 +20932,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -22465,8 +21081,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -22501,30 +21117,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -22597,8 +21189,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -22730,8 +21322,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -22778,30 +21370,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -22872,8 +21440,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -22920,30 +21488,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -23018,8 +21562,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23168,8 +21712,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23216,30 +21760,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -23311,8 +21831,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23371,30 +21891,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -23468,8 +21964,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23612,8 +22108,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23621,24 +22117,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - INTERNAL_ERROR: an unexpected failure */
@@ -23750,8 +22228,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23759,24 +22237,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - INTERNAL_ERROR: an unexpected failure */
@@ -23833,8 +22293,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -23881,30 +22341,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -23980,8 +22416,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24122,8 +22558,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24170,30 +22606,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -24268,8 +22680,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24428,8 +22840,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24476,30 +22888,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -24576,8 +22964,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24624,30 +23012,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -24720,8 +23084,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24877,8 +23241,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -24925,30 +23289,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25019,8 +23359,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -25079,30 +23419,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DomainHasMailboxes"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25177,8 +23493,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -25323,8 +23639,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -25492,8 +23808,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions
              */
             400: {
@@ -25553,30 +23869,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25655,8 +23947,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -25703,30 +23995,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25825,8 +24093,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -25873,30 +24141,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25967,8 +24211,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26015,30 +24259,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -26109,8 +24329,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26169,30 +24389,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -26267,8 +24463,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -26394,7 +24590,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Success */
+            /** @description The attachment's bytes. Content-Type is the attachment's own media type (its content_type in the email's attachments; a text type with the charset it named), application/octet-stream when that is not a well-formed media type */
             200: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -26403,12 +24599,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "*/*": string;
+                    "application/octet-stream": string;
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26455,30 +24651,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -26550,8 +24722,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26598,30 +24770,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML, PDF or Word (reason unsupported_type), or a document that is encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason */
@@ -26711,8 +24859,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26882,8 +25030,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -26933,30 +25081,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"] | components["schemas"]["NoInvitation"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason */
@@ -27046,8 +25170,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -27220,8 +25344,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -27268,30 +25392,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -27369,8 +25469,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -27547,8 +25647,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -27718,8 +25818,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -27783,18 +25883,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /**
@@ -27894,8 +25982,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -28050,8 +26138,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -28201,8 +26289,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -28249,30 +26337,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -28345,8 +26409,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -28491,8 +26555,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -28539,30 +26603,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -28633,8 +26673,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -28681,30 +26721,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -28779,8 +26795,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -28926,8 +26942,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29076,8 +27092,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29124,30 +27140,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -29226,8 +27218,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29274,30 +27266,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -29388,8 +27356,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29534,8 +27502,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29582,30 +27550,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -29677,8 +27621,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -29725,30 +27669,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -29821,8 +27741,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -29993,8 +27913,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30041,30 +27961,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -30139,8 +28035,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30285,8 +28181,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -30458,8 +28354,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30506,30 +28402,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -30604,8 +28476,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30746,8 +28618,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30794,30 +28666,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -30906,8 +28754,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -30954,30 +28802,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -31058,8 +28882,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -31106,30 +28930,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -31207,8 +29007,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -31365,8 +29165,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -31413,30 +29213,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -31508,8 +29284,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -31568,30 +29344,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -31667,8 +29419,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -31829,8 +29581,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32028,8 +29780,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32076,30 +29828,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -32166,8 +29894,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32214,30 +29942,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -32308,8 +30012,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32356,30 +30060,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -32470,8 +30150,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32616,8 +30296,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32664,30 +30344,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -32767,8 +30423,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -32815,30 +30471,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -32930,8 +30562,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33077,8 +30709,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33125,30 +30757,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -33228,8 +30836,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33276,30 +30884,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -33374,8 +30958,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33543,8 +31127,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33591,30 +31175,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -33692,8 +31252,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -33870,8 +31430,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34061,8 +31621,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34109,30 +31669,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -34220,8 +31756,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
              */
             400: {
@@ -34269,30 +31805,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -34363,8 +31875,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34411,30 +31923,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -34509,8 +31997,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34680,8 +32168,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34757,18 +32245,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
@@ -34861,8 +32337,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -34909,30 +32385,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35006,8 +32458,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35054,30 +32506,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35154,8 +32582,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35202,30 +32630,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35314,8 +32718,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35456,8 +32860,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35504,30 +32908,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35618,8 +32998,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35666,30 +33046,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35760,8 +33116,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35808,30 +33164,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -35902,8 +33234,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -35962,30 +33294,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -36060,8 +33368,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -36205,8 +33513,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -36361,8 +33669,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
              */
             400: {
@@ -36510,8 +33818,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -36558,30 +33866,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -36654,8 +33938,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -36799,8 +34083,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -36847,30 +34131,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -36941,8 +34201,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -36989,30 +34249,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -37087,8 +34323,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37237,8 +34473,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37285,30 +34521,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -37380,8 +34592,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37440,30 +34652,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -37537,8 +34725,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37684,8 +34872,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37843,8 +35031,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -37983,8 +35171,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38031,30 +35219,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -38123,8 +35287,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38171,30 +35335,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -38263,8 +35403,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              *     - INVALID_SIGNATURE: the Stripe-Signature header does not verify over the body
              */
             400: {
@@ -38356,8 +35496,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38404,30 +35544,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -38504,8 +35620,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38555,30 +35671,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -38652,8 +35744,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38798,8 +35890,8 @@ export interface operations {
                 };
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38846,30 +35938,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -38932,8 +36000,8 @@ export interface operations {
                 content?: never;
             };
             /**
-             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
-             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
              */
             400: {
                 headers: {
@@ -38980,30 +36048,6 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PayloadTooLarge"];
-                };
-            };
-            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted and details.charset name what to send, details.received what was sent (null: no Content-Type) */
-            415: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */

@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { Subscription, Usage } from "../../../services/billing/schemas.ts"
 import { Plan } from "../../../services/plans/plans.ts"
 import { Ok } from "../envelope.ts"
-import { BadRequest, Conflict, InvalidSignature, NotFound, ValidationError } from "../../../services/errors.ts"
+import { BadRequest, Conflict, InvalidSignature, NotFound, PayloadTooLarge, UnsupportedMediaType, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 import { rule } from "../../../services/schema-rules.ts"
@@ -102,6 +102,9 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
       .addError(envelope(BadRequest))
       .addError(envelope(InvalidSignature))
       .addError(envelope(NotFound))
+      // Its body (Stripe's JSON, read whole to check the signature) is no declared payload, but is held to the same limits.
+      .addError(envelope(PayloadTooLarge))
+      .addError(envelope(UnsupportedMediaType))
       .annotate(OpenApi.Summary, "Receive Stripe's events")
       .annotate(
         OpenApi.Description,

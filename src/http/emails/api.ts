@@ -287,7 +287,11 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
   .add(
     HttpApiEndpoint.get("attachment", "/emails/:emailId/attachments/:attachmentId")
       .setPath(AttachmentPath)
-      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "*/*" }))
+      // Documented as opaque bytes: the Content-Type sent is each attachment's own, which no contract can name ahead.
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }).annotations({
+        description: "The attachment's bytes. Content-Type is the attachment's own media type (its content_type in the email's " +
+          "attachments; a text type with the charset it named), application/octet-stream when that is not a well-formed media type"
+      }))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "Download an attachment",
