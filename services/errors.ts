@@ -10,6 +10,7 @@
  * class as an annotation (so the contract can describe the class without an instance).
  */
 import { Option, Schema, SchemaAST } from "effect"
+import { rule } from "./schema-rules.ts"
 
 export const Details = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export type Details = typeof Details.Type
@@ -108,7 +109,7 @@ export const FieldDetails = Schema.Struct(
   { field_errors: Schema.optional(FieldMessages) },
   Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, FieldMessages) })
 ).pipe(
-  Schema.filter((details) =>
+  rule((details) =>
     Object.entries(details).every(([field, message]) => field === "field_errors" || typeof message === "string") ||
     "each field's message is a string (only field_errors holds a map of them)"
   ),
