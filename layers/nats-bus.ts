@@ -29,7 +29,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status, type Subscription } from "@nats-io/transport-node"
-import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, type Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, Schedule, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -355,9 +355,17 @@ const ensureStream = (
         await jsm.streams.update(name, settings)
       }
     },
-    catch: busError(`Could not create or update the NATS stream ${name}${needsCluster}`)
-  })
+    catch: (error) => error
+  }).pipe(
+    // A request that timed out (a cluster still placing its replicas, a loaded server) is made again:
+    // adding or updating a stream to this configuration is the same however often it is done.
+    Effect.retry({ while: isTimeout, times: 3, schedule: Schedule.exponential(Duration.seconds(1)) }),
+    Effect.mapError(busError(`Could not create or update the NATS stream ${name}${needsCluster}`))
+  )
 }
+
+/** Whether a JetStream request failed for want of an answer in time (nats.js's TimeoutError). */
+const isTimeout = (error: unknown) => error instanceof Error && error.name === "TimeoutError"
 
 interface ConsumerContext {
   readonly jsm: JetStreamManager
