@@ -7,6 +7,7 @@ import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
 import ICAL from "ical.js"
 import { describeRule, organizerCalendar, parseCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
+import { outlookCentralEurope } from "../support/outlook-central-europe.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
@@ -103,28 +104,10 @@ describe("reading an invitation", () => {
   })
 
   it("reads a time the clocks pass twice as the first pass, through Outlook's VTIMEZONE, the one a meeting writes, or an IANA name alone", () => {
-    // Outlook's Central Europe: back from 03:00 (+02:00) to 02:00 (+01:00) on the last Sunday of October.
-    const outlookZone = [
-      "BEGIN:VTIMEZONE",
-      "TZID:W. Europe Standard Time",
-      "BEGIN:STANDARD",
-      "DTSTART:16010101T030000",
-      "TZOFFSETFROM:+0200",
-      "TZOFFSETTO:+0100",
-      "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10",
-      "END:STANDARD",
-      "BEGIN:DAYLIGHT",
-      "DTSTART:16010101T020000",
-      "TZOFFSETFROM:+0100",
-      "TZOFFSETTO:+0200",
-      "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=3",
-      "END:DAYLIGHT",
-      "END:VTIMEZONE"
-    ]
     const outlook = (start: string, end: string) =>
       read(calendar(
         "METHOD:REQUEST",
-        ...outlookZone,
+        ...outlookCentralEurope,
         ...event("UID:dst", `DTSTART;TZID=W. Europe Standard Time:${start}`, `DTEND;TZID=W. Europe Standard Time:${end}`, "ORGANIZER:mailto:o@partner.test")
       ))
     const night = outlook("20271031T023000", "20271031T024500")

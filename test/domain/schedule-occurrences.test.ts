@@ -11,6 +11,7 @@ import { readInvitation } from "../../services/invitations/icalendar.ts"
 import { headline, invitationOf, merge, occurrences, span, spanning } from "../../services/schedule/occurrences.ts"
 import { ruleProblem } from "../../services/schedule/rule-limits.ts"
 import { vtimezoneLines } from "../../services/time-zones.ts"
+import { outlookCentralEurope } from "../support/outlook-central-europe.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (method: string, ...lines: Array<string>) =>
@@ -19,25 +20,6 @@ const event = (...lines: Array<string>) => ["BEGIN:VEVENT", ...lines, "END:VEVEN
 const apply = (kept: string | undefined, text: string) => merge(kept, invitationOf(text)!)
 const times = (kept: string, from: string, to: string) =>
   occurrences(kept, new Date(from), new Date(to)).map((o) => [o.start.date_time ?? o.start.date, o.end.date_time ?? o.end.date, o.status])
-
-/** Outlook's Central Europe: back from 03:00 (+02:00) to 02:00 (+01:00) on the last Sunday of October. */
-const outlookCentralEurope = [
-  "BEGIN:VTIMEZONE",
-  "TZID:W. Europe Standard Time",
-  "BEGIN:STANDARD",
-  "DTSTART:16010101T030000",
-  "TZOFFSETFROM:+0200",
-  "TZOFFSETTO:+0100",
-  "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=10",
-  "END:STANDARD",
-  "BEGIN:DAYLIGHT",
-  "DTSTART:16010101T020000",
-  "TZOFFSETFROM:+0100",
-  "TZOFFSETTO:+0200",
-  "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=-1SU;BYMONTH=3",
-  "END:DAYLIGHT",
-  "END:VTIMEZONE"
-]
 
 const weekly = calendar(
   "REQUEST",
