@@ -29,6 +29,7 @@ import { OutboundBacklog } from "../services/outbound/backlog.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { RequeueLive } from "../services/outbound/requeue.ts"
+import { OutboxBacklogLive } from "../services/bus/outbox-backlog.ts"
 import { OutboxLive } from "../services/bus/outbox.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
 import { Replies } from "../services/outbound/replies.ts"
@@ -381,6 +382,7 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     infrastructure,
     stagesLayer(config).pipe(Layer.provide(infrastructure)),
     OutboundBacklog.Default.pipe(Layer.provide(infrastructure)),
+    OutboxBacklogLive.pipe(Layer.provide(infrastructure)),
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
     Layer.succeed(SearchMemory, { postings: config.searchMemoryPostings }),
