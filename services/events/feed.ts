@@ -16,13 +16,16 @@
  *   logged before: a reconnection is 404, so a client stops rather than listen to nothing forever. The
  *   deletion is told on every node by the directory's signal (mail/directory.ts), after it committed;
  *   the stream looks anyway every `POLL`, so a lost signal costs at most that.
+ * - A stream of a key limited to mailboxes ends likewise (with NOT_FOUND naming the key's mailboxes)
+ *   once none of them is an active mailbox, and such a key's stream is refused from then on: a mailbox
+ *   deleted stays in the key's list and reaches nothing, so the stream would hear nothing, ever.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Duration, Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, decodeJson, subjects } from "../bus/bus.ts"
-import { type NotFound, StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
+import { NotFound, StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
 import { Lifecycle } from "../lifecycle.ts"
 import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
@@ -61,6 +64,13 @@ export interface StreamRequest {
 }
 
 const signalPrefix = subjects.eventsLogged("")
+
+/** The end of a limited key's streams once it reaches no mailbox (every one it is limited to deleted). */
+const keyReachesNoMailbox = (mailboxes: ReadonlyArray<string>) =>
+  new NotFound({ message: "None of this API key's mailboxes exists any more: it has no events to hear", details: { mailboxIds: [...mailboxes] } })
+
+/** Whether `error` is a stream's end because its key reaches no mailbox (not one mailbox's deletion). */
+export const isKeyWithoutMailboxes = (error: NotFound): boolean => error.details !== undefined && "mailboxIds" in error.details
 
 /**
  * What a stream heard of its account: events logged, or a change of where its mail goes (a mailbox
@@ -107,6 +117,21 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
     const gone = (userId: string, mailboxId: string) =>
       ownMailbox(sql, userId, mailboxId).pipe(Effect.as(false), Effect.catchTag("NotFound", () => Effect.succeed(true)))
 
+    /** Whether none of a limited key's mailboxes is an active mailbox of the account's any more. */
+    const noneLeft = (userId: string, mailboxes: ReadonlyArray<string>) =>
+      Effect.map(
+        sql`SELECT 1 FROM mailboxes WHERE user_id = ${userId} AND status = 'active' AND id = ANY(${[...mailboxes]}::text[]) LIMIT 1`,
+        (rows) => rows.length === 0
+      )
+
+    /** Why a stream with `filter` can hear nothing more: its mailbox deleted, or every one of its key's; none while it can. */
+    const reachLost = (userId: string, filter: EventFilter) =>
+      Effect.gen(function*() {
+        if (filter.mailboxId !== undefined && (yield* gone(userId, filter.mailboxId))) return mailboxNotFound(filter.mailboxId)
+        if (filter.mailboxes !== undefined && (yield* noneLeft(userId, filter.mailboxes))) return keyReachesNoMailbox(filter.mailboxes)
+        return undefined
+      })
+
     /** One of the account's slots, or STREAM_QUOTA when all are taken (counted under a per-account lock). */
     const takeSlot = (userId: string, plan: Plan) =>
       Effect.gen(function*() {
@@ -132,32 +157,33 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
 
     /**
      * The account's events after `from`, as they are logged; never ends by itself, unless the mailbox
-     * it is filtered to is deleted: then it fails with that mailbox's NOT_FOUND once it has read every
-     * event logged before.
+     * it is filtered to is deleted, or every mailbox of the key it is limited to: then it fails with
+     * that NOT_FOUND once it has read every event logged before.
      */
     const follow = (userId: string, filter: EventFilter, from: Position): Stream.Stream<LoggedEvent, SqlError | NotFound> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const signals = yield* PubSub.subscribe(heard)
-        const { mailboxId } = filter
-        /** What woke the stream: a signal of its account (a reroute only matters to one filtered to a mailbox), or `POLL` passing. */
+        /** A stream that a mailbox's deletion can end: filtered to one, or of a key limited to some. */
+        const bounded = filter.mailboxId !== undefined || filter.mailboxes !== undefined
+        /** What woke the stream: a signal of its account (a reroute only matters to a bounded one), or `POLL` passing. */
         const signalled = Effect.gen(function*() {
           for (;;) {
             const signal = yield* Queue.take(signals)
-            if (signal.userId === userId && (signal.what === "logged" || mailboxId !== undefined)) return signal.what
+            if (signal.userId === userId && (signal.what === "logged" || bounded)) return signal.what
           }
         }).pipe(Effect.timeoutTo({ duration: POLL, onSuccess: (what) => what, onTimeout: () => "poll" as const }))
         let cursor = from
         let readNow = true
         let heldDelay = HELD_RETRY_MS
         let checkedAt = Date.now()
-        let mailboxGone = false
+        let lost: NotFound | undefined
         const next = Effect.gen(function*() {
           while (true) {
             const woke = readNow ? "read" : yield* signalled
             // Asked before the read, so that every event logged before the deletion is read before the end.
-            if (mailboxId !== undefined && !mailboxGone && (woke === "rerouted" || Date.now() - checkedAt >= Duration.toMillis(POLL))) {
+            if (bounded && lost === undefined && (woke === "rerouted" || Date.now() - checkedAt >= Duration.toMillis(POLL))) {
               checkedAt = Date.now()
-              mailboxGone = yield* gone(userId, mailboxId)
+              lost = yield* reachLost(userId, filter)
             }
             const read = yield* log.read(userId, cursor, filter, BATCH)
             cursor = read.next
@@ -169,8 +195,8 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
             } else {
               heldDelay = HELD_RETRY_MS
             }
-            if (mailboxGone && mailboxId !== undefined) {
-              if (read.events.length === 0 && !read.held) return yield* mailboxNotFound(mailboxId)
+            if (lost !== undefined) {
+              if (read.events.length === 0 && !read.held) return yield* lost
               readNow = true
             }
             if (read.events.length > 0) return Chunk.fromIterable(read.events)
@@ -198,6 +224,8 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
         if (filter.mailboxes !== undefined && !filter.mailboxes.includes(filter.mailboxId)) return yield* mailboxNotFound(filter.mailboxId)
         yield* ownMailbox(sql, userId, filter.mailboxId)
       }
+      // A key all of whose mailboxes were deleted would listen to nothing forever: refused, as its stream ended.
+      if (filter.mailboxes !== undefined && (yield* noneLeft(userId, filter.mailboxes))) return yield* keyReachesNoMailbox(filter.mailboxes)
       const from = yield* Option.match(request.after, {
         onNone: () => log.now,
         onSome: (eventId) =>

@@ -230,6 +230,41 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("ends a stream of a key limited to mailboxes once every one of them is deleted, not before; a reconnection is 404", async () => {
+    const user = await withApiKey(suite.url)
+    const [first, last] = [await newBox(suite.url, { user }), await newBox(suite.url, { user })]
+    const created = await withToken(suite.url, user).POST("/v1/api-keys", { body: { name: "two desks", mailboxIds: [first.mailboxId, last.mailboxId] } })
+    const key = created.data!.data
+    const remove = async (box: Box) => {
+      const deleted = await withKey(suite.url, user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+        params: { path: { mailboxId: box.mailboxId } },
+        body: { confirm_email_address: box.address }
+      })
+      expect(deleted.response.status).toBe(200)
+    }
+    const events = await stream(key.apiKey, "?types=email.received")
+    try {
+      expect(events.status).toBe(200)
+      await remove(first)
+      // One of its mailboxes left: the stream goes on and hears it.
+      await deliver(last.address, "Still one desk")
+      expect(JSON.parse((await events.next()).data!).data.subject).toBe("Still one desk")
+      await remove(last)
+      await expect(events.next(12_000)).rejects.toThrow("the stream ended")
+      // The client's reconnection meets the 404 and stops, rather than listen to nothing forever.
+      const again = await stream(key.apiKey)
+      expect(again.status).toBe(404)
+      expect(again.body).toMatchObject({
+        success: false,
+        error: { code: "NOT_FOUND", details: { mailboxIds: expect.arrayContaining([first.mailboxId, last.mailboxId]) } }
+      })
+      // The account's own key still listens.
+      expect((await stream(user.apiKey)).status).toBe(200)
+    } finally {
+      events.close()
+    }
+  })
+
   it("ends the dashboard's stream of a session logged out before another event reaches it", async () => {
     const user = await withApiKey(suite.url)
     const mine = await newBox(suite.url, { user })
@@ -420,6 +455,26 @@ describe("GET /v1/ws", () => {
       expect(await ws.next()).toEqual({ type: "pong" })
       ws.send({ type: "subscribe", mailbox_id: doomed.mailboxId })
       expect(await ws.next()).toMatchObject({ type: "error", error: { code: "NOT_FOUND", details: { mailbox_id: doomed.mailboxId } } })
+    } finally {
+      ws.close()
+    }
+  })
+
+  it("tells a socket whose key's every mailbox is deleted NOT_FOUND and closes it (1008), as for a revoked key", async () => {
+    const user = await withApiKey(suite.url)
+    const only = await newBox(suite.url, { user })
+    const created = await withToken(suite.url, user).POST("/v1/api-keys", { body: { name: "one desk", mailboxIds: [only.mailboxId] } })
+    const ws = await socket(created.data!.data.apiKey)
+    try {
+      ws.send({ type: "subscribe", types: ["email.received"] })
+      expect(await ws.next()).toMatchObject({ type: "subscribed" })
+      const deleted = await withKey(suite.url, user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+        params: { path: { mailboxId: only.mailboxId } },
+        body: { confirm_email_address: only.address }
+      })
+      expect(deleted.response.status).toBe(200)
+      expect(await ws.next(12_000)).toMatchObject({ type: "error", error: { code: "NOT_FOUND", details: { mailboxIds: [only.mailboxId] } } })
+      expect(await ws.closed()).toBe(1008)
     } finally {
       ws.close()
     }

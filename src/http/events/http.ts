@@ -75,8 +75,8 @@ const makeStream = (surface: "api" | "session") =>
         const body = Stream.concat(
           Stream.make(encoder.encode(`retry: ${RECONNECT_MS}\n\n`)),
           // An error after the headers cannot be answered with an envelope: the stream just ends, and
-          // the client reconnects with its last id (a credential that stopped working, or a mailbox
-          // filtered to that was deleted: and is refused, 401 or 404).
+          // the client reconnects with its last id (a credential that stopped working, a mailbox
+          // filtered to that was deleted, or every mailbox of a limited key: and is refused, 401 or 404).
           events.pipe(
             Stream.map(frame),
             Stream.catchTags({ Unauthorized: () => Stream.empty, NotFound: () => Stream.empty }),

@@ -18,7 +18,9 @@
  * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
  * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too).
  * A subscription filtered to a mailbox that is deleted ends with that mailbox's NOT_FOUND error, after the
- * events logged before; the socket stays open without a subscription, as after a refused subscribe. The socket holds one of the account's
+ * events logged before; the socket stays open without a subscription, as after a refused subscribe. A key limited to mailboxes
+ * that reaches none any more (every one deleted) is told NOT_FOUND (details.mailboxIds) and the socket closed (1008), as a revoked
+ * one is: it has nothing left to subscribe to. The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does; one left without a subscription for
  * SUBSCRIBE_WITHIN_MS (from its opening, or from a refused subscribe) is closed (1008), so that sockets
  * that never subscribe cannot pile up outside the account's limit. On shutdown it closes with 1001 ("going
@@ -28,7 +30,7 @@ import { Socket } from "@effect/platform"
 import { Effect, Fiber, Option, ParseResult, Schema, Stream } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { type NotFound, type Unauthorized, ValidationError } from "../../../services/errors.ts"
-import type { EventFeed, Frame, StreamRequest } from "../../../services/events/feed.ts"
+import { type EventFeed, type Frame, isKeyWithoutMailboxes, type StreamRequest } from "../../../services/events/feed.ts"
 import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { fieldDetails, summaryOf } from "../issues.ts"
@@ -138,9 +140,15 @@ export const serveSocket = (
       return ending === undefined ? Effect.void : Fiber.interrupt(ending)
     })
 
+    /** Every mailbox of the key was deleted: told, and the socket closed, as for a revoked key (nothing is left to hear). */
+    const keyEmptied = (error: NotFound) =>
+      refuse({ code: error.code, message: error.message, details: error.details }).pipe(
+        Effect.zipRight(close(POLICY_VIOLATION, "the key's mailboxes were deleted"))
+      )
+
     /** The mailbox subscription `which` listened to was deleted: told, and the socket left without a subscription. */
     const mailboxDeleted = (which: number, error: NotFound) =>
-      refuse({ code: error.code, message: error.message, details: error.details }).pipe(
+      isKeyWithoutMailboxes(error) ? keyEmptied(error) : refuse({ code: error.code, message: error.message, details: error.details }).pipe(
         Effect.zipRight(Effect.sync(() => {
           if (which !== subscriptions) return
           subscription = undefined
@@ -181,7 +189,9 @@ export const serveSocket = (
       })
 
     const answerRefusal = (error: OpenError) =>
-      "code" in error && typeof error.code === "string"
+      error._tag === "NotFound" && isKeyWithoutMailboxes(error)
+        ? keyEmptied(error)
+        : "code" in error && typeof error.code === "string"
         ? refuse({ code: error.code, message: error.message, details: error.details }).pipe(
           Effect.zipRight(error.code === "STREAM_QUOTA" ? close(POLICY_VIOLATION, "too many open event streams") : Effect.void)
         )
