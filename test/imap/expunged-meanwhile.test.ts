@@ -6,34 +6,20 @@
  * deleted a message the client had been told was not marked. Over a bare TLS connection, as the
  * reviewer's imaplib session did.
  */
-import { beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { useCertificate } from "../support/certificate.ts"
-import { bareImapOverTls } from "../support/imap-wire.ts"
+import { useImapsServer } from "../support/imaps-server.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
-import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import type { SuiteServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
-const certificate = useCertificate("imap-expunged")
-let imapsPort: number
 let suite: SuiteServer
-
-beforeAll(async () => {
-  imapsPort = await freePort()
-})
-useSuiteServer((s) => {
+const imaps = useImapsServer("imap-expunged", (s) => {
   suite = s
-}, {
-  ...certificate.env,
-  get IMAPS_PORT() {
-    return String(imapsPort)
-  }
-} as Record<string, string>)
-
-const bareOverTls = () => bareImapOverTls(imapsPort)
+})
 
 describe("IMAP STORE on a message deleted meanwhile", () => {
   it("is refused NO [EXPUNGEISSUED] and changes no flag, label or keyword of the others; EXPUNGE then deletes nothing", async () => {
@@ -51,7 +37,7 @@ describe("IMAP STORE on a message deleted meanwhile", () => {
     const idOf = (subject: string) => listed.find((email) => email.subject === subject)!.email_id
     const labelsOf = async (subject: string) => (await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: idOf(subject) } } })).data!.data.labels
 
-    const { close, send } = await bareOverTls()
+    const { close, send } = await imaps.bareOverTls()
     try {
       expect(await send(`a1 LOGIN ${box.address} ${box.user.apiKey}\r\n`, "a1")).toMatch(/a1 OK/)
       expect(await send("a2 SELECT INBOX\r\n", "a2")).toMatch(/\* 3 EXISTS\r\n[\s\S]*a2 OK \[READ-WRITE\]/)
@@ -75,7 +61,7 @@ describe("IMAP STORE on a message deleted meanwhile", () => {
       expect(await labelsOf(subjects[0]!)).toContain("unread")
       expect(await labelsOf(subjects[0]!)).not.toContain("flagged")
       expect(await send("c3 EXPUNGE\r\n", "c3")).toBe("c3 OK EXPUNGE completed\r\n")
-      const { send: again, close: closeAgain } = await bareOverTls()
+      const { send: again, close: closeAgain } = await imaps.bareOverTls()
       try {
         expect(await again(`d1 LOGIN ${box.address} ${box.user.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
         expect(await again("d2 SELECT INBOX\r\n", "d2")).toMatch(/\* 2 EXISTS\r\n/)

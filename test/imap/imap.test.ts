@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { maxMessageBytes } from "../../src/smtp/server.ts"
 import { withApiKey } from "../support/accounts.ts"
 import { useCertificate } from "../support/certificate.ts"
+import { bareImap, bareImapOverTls } from "../support/imap-wire.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -516,56 +517,9 @@ describe("IMAP", () => {
   })
 })
 
-/**
- * A bare IMAP connection over `socket`: lines in, answers out. `waitFor` hands over what the server
- * said up to the end of what `pattern` matches; `send` writes and waits so for `answer`.
- */
-const imapSession = (socket: net.Socket) => {
-  let buffer = ""
-  socket.setEncoding("latin1")
-  socket.on("data", (chunk: string) => {
-    buffer += chunk
-  })
-  const waitFor = (pattern: RegExp) =>
-    until(`${pattern} from the server`, async () => {
-      const match = pattern.exec(buffer)
-      if (!match) return undefined
-      const text = buffer.slice(0, match.index + match[0].length)
-      buffer = buffer.slice(match.index + match[0].length)
-      return text
-    }, 10_000, 10, 10)
-  return {
-    waitFor,
-    send: async (text: string, answer: RegExp) => {
-      socket.write(text)
-      return waitFor(answer)
-    },
-    write: (text: string) => void socket.write(text),
-    close: () => socket.destroy()
-  }
-}
-
-/** A bare IMAP connection on `port`, connected. */
-const bare = async (port: number) => {
-  const socket = net.connect(port, "127.0.0.1")
-  await new Promise((resolve) => socket.once("connect", resolve))
-  return imapSession(socket)
-}
-
-/** A bare session over TLS on IMAPS_PORT, past its greeting; `send` waits for its tag's answer. */
-const bareOverTls = async () => {
-  const over = imapSession(tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false }))
-  await over.waitFor(/\r\n/)
-  return {
-    ...over,
-    answer: over.waitFor,
-    send: (text: string, tag: string) => over.send(text, new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
-  }
-}
-
 describe("IMAP on the wire", () => {
   it("offers STARTTLS and takes no password before it; answers mistakes BAD with the tag", async () => {
-    const session = await bare(imapPort)
+    const session = await bareImap(imapPort)
     const greeting = await session.waitFor(/\r\n/)
     expect(greeting).toMatch(/^\* OK \[CAPABILITY [^\]]*STARTTLS[^\]]*LOGINDISABLED[^\]]*\] Mailroom IMAP ready/)
     expect(await session.send("a1 LOGIN someone@agents.localhost secret\r\n", /a1 .*\r\n/)).toMatch(/a1 NO \[PRIVACYREQUIRED\]/)
@@ -592,7 +546,7 @@ describe("IMAP on the wire", () => {
     const subject = `Wire ${fresh("w")}`
     await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Over the wire." })
     const email = await arrived(box, subject)
-    const { send, close } = await bareOverTls()
+    const { send, close } = await bareImapOverTls(imapsPort)
     // PLAIN naming another user to act as (an authorization identity) is refused: there is no proxying.
     const asAnother = Buffer.from(`someone-else@agents.localhost\u0000${box.address}\u0000${box.user.apiKey}`).toString("base64")
     expect(await send(`b0 AUTHENTICATE PLAIN ${asAnother}\r\n`, "b0")).toMatch(/b0 NO \[AUTHORIZATIONFAILED\]/)
@@ -645,7 +599,7 @@ describe("IMAP on the wire", () => {
     const other = await newBox(suite.url, { user: box.user })
     const agent = (await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "mail program", mailboxIds: [box.mailboxId] } })).data!.data
 
-    const { answer, close, send, write } = await bareOverTls()
+    const { answer, close, send, write } = await bareImapOverTls(imapsPort)
     try {
       expect(await send(`d1 LOGIN ${box.address} ${agent.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
       const selected = await send("d2 SELECT INBOX\r\n", "d2")

@@ -4,33 +4,21 @@
  * stores it with CRLFs (services/mail/line-ends.ts). Before, BODY[] came LF-only and a
  * HEADER.FIELDS answer mixed both (`Subject: …\n\r\n`).
  */
-import { beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { withCrlf } from "../../services/mail/line-ends.ts"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { useCertificate } from "../support/certificate.ts"
-import { bareImapOverTls } from "../support/imap-wire.ts"
+import { useImapsServer } from "../support/imaps-server.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
-import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import type { SuiteServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
 import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
-const certificate = useCertificate("imap-line-ends")
-let imapsPort: number
 let suite: SuiteServer
-
-beforeAll(async () => {
-  imapsPort = await freePort()
-})
-useSuiteServer((s) => {
+const imaps = useImapsServer("imap-line-ends", (s) => {
   suite = s
-}, {
-  ...certificate.env,
-  get IMAPS_PORT() {
-    return String(imapsPort)
-  }
-} as Record<string, string>)
+})
 
 describe("line ends", () => {
   it("makes each bare LF CRLF, and leaves CRLF and other bytes as they are", () => {
@@ -60,7 +48,7 @@ describe("line ends", () => {
       return data?.data.find((email) => email.subject === subject)
     }, 30_000, 100, 500)
 
-    const { close, send } = await bareImapOverTls(imapsPort)
+    const { close, send } = await imaps.bareOverTls()
     try {
       expect(await send(`a1 LOGIN ${box.address} ${box.user.apiKey}\r\n`, "a1")).toMatch(/a1 OK/)
       expect(await send("a2 SELECT INBOX\r\n", "a2")).toMatch(/a2 OK/)
