@@ -74,12 +74,22 @@ const streamFor = (subject: string): StreamName | undefined =>
     streams[stream].subjects.some((filter) => subjectMatches(filter, subject))
   )
 
-/** The literal tokens of a filter before its first wildcard, for narrowing the SQL scan. */
+/** The literal tokens of a filter before its first wildcard, for narrowing the SQL scan (a prefix, not a match). */
 const literalPrefix = (filter: string) => {
   const tokens = filter.split(".")
   const wildcard = tokens.findIndex((token) => token === "*" || token === ">")
   return wildcard === -1 ? filter : tokens.slice(0, wildcard).map((token) => `${token}.`).join("")
 }
+
+/**
+ * A filter as a POSIX regular expression for SQL's `~`, matching what `subjectMatches` (and NATS)
+ * match: by whole tokens, `*` one, `>` one or more. The literal prefix alone would also take
+ * `events.email.received_x` and `events.email.received.x` for `events.email.received`.
+ */
+const subjectPattern = (filter: string) =>
+  `^${
+    filter.split(".").map((token) => (token === "*" ? "[^.]+" : token === ">" ? ".+" : token.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("\\.")
+  }$`
 
 export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | DependencyHealth | Scope.Scope> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -306,12 +316,12 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
    * is not (yet) from the tables: every message on its subjects it has not acknowledged waits.
    */
   const unacknowledgedSummary = SqlSchema.single({
-    Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, subjectPrefix: Schema.String }),
+    Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, filter: Schema.String }),
     Result: Schema.Struct({ pending: Schema.NumberFromString, oldest: Schema.NullOr(Schema.DateFromSelf) }),
-    execute: ({ consumer, stream, subjectPrefix }) =>
+    execute: ({ consumer, filter, stream }) =>
       sql`SELECT count(*) AS pending, min(m.published_at) AS oldest
           FROM bus_messages m
-          WHERE m.stream = ${stream} AND starts_with(m.subject, ${subjectPrefix})
+          WHERE m.stream = ${stream} AND starts_with(m.subject, ${literalPrefix(filter)}) AND m.subject ~ ${subjectPattern(filter)}
             AND NOT EXISTS (SELECT 1 FROM bus_acks a WHERE a.consumer = ${consumer} AND a.seq = m.seq)`
   })
 
@@ -328,9 +338,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
         oldest: oldest.done === true ? undefined : new Date(oldest.value)
       }))
     }
-    // Counted by the filter's literal prefix: the stages' filters (`mail.inbound.>`,
-    // `events.email.received`) are exactly their prefixes.
-    return unacknowledgedSummary({ consumer: consumer.name, stream: streams[consumer.stream].name, subjectPrefix: literalPrefix(consumer.filter) }).pipe(
+    return unacknowledgedSummary({ consumer: consumer.name, stream: streams[consumer.stream].name, filter: consumer.filter }).pipe(
       Effect.map(({ oldest, pending }) => Option.some({ pending, inFlight: 0, oldest: oldest ?? undefined })),
       Effect.mapError(toBusError(`Could not count the unacknowledged messages of ${consumer.name}`))
     )

@@ -328,6 +328,34 @@ const contract = <S>(backend: Backend<S>) =>
         yield* stop
       }))
 
+    it.scopedLive("matches subjects by tokens as NATS does: a literal filter takes neither a longer last token nor more tokens", () =>
+      Effect.gen(function*() {
+        const storage = yield* backend.storage
+        const { bus } = yield* openBus(backend.bus(storage))
+        const { name, subject } = fresh()
+        // `events.email.received` beside `events.email.received_x` and `events.email.received.x`.
+        const neighbours = [`${subject}_x`, `${subject}.x`]
+        for (const [n, other] of neighbours.entries()) yield* bus.publish(other, encodeJson(n), { msgId: `neighbour-${n}` })
+        yield* bus.publish(subject, encodeJson("mine"), { msgId: "mine" })
+        const literal = { name, stream: "events" as const, filter: subject }
+        const wildcard = { name: `${name}w`, stream: "events" as const, filter: `${subject}.*` }
+        // Counted before any consumer of either name runs: from the stored messages themselves.
+        expect(Option.getOrThrow(yield* bus.lag(literal))).toMatchObject({ pending: 1, inFlight: 0 })
+        expect(Option.getOrThrow(yield* bus.lag(wildcard))).toMatchObject({ pending: 1, inFlight: 0 })
+
+        const heard = yield* Queue.unbounded<string>()
+        yield* bus.listen(subject, (m) => Queue.offer(heard, m.subject))
+        const got = yield* Queue.unbounded<string>()
+        yield* startConsumer(bus, { ...literal, handler: (m) => Queue.offer(got, m.subject) })
+        expect(yield* takeWithin(got)).toBe(subject)
+        for (const [n, other] of neighbours.entries()) yield* bus.publish(other, encodeJson(n), { msgId: `neighbour-${n}-again` })
+        yield* bus.publish(subject, encodeJson("mine again"), { msgId: "mine-again" })
+        expect(yield* takeWithin(got)).toBe(subject)
+        expect(yield* takeWithin(heard)).toBe(subject)
+        yield* expectQuiet(got, "500 millis")
+        yield* expectQuiet(heard, "0 millis")
+      }))
+
     it.scopedLive("closing a consumer waits for the handler in flight, which is acknowledged", () =>
       Effect.gen(function*() {
         const storage = yield* backend.storage
