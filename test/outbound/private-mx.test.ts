@@ -5,43 +5,25 @@
  * fails, saying why. (Every other sending suite runs its server with OUTBOUND_ALLOW_PRIVATE=true: their
  * receiving servers are on 127.0.0.1 too.)
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
-import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { newBox } from "../support/mailboxes.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { useOutboundWorld } from "../support/outbound-world.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
-import { until } from "../support/wait.ts"
+import { settled } from "../support/settled-delivery.ts"
 
-let mx: MxServer
-let names: DnsServer
 let suite: SuiteServer
 
-beforeAll(async () => {
-  mx = await startMxServer()
-  names = await startDnsServer()
-  names.set("ssrf.test", { MX: [{ preference: 10, exchange: "mx.ssrf.test" }] })
-  names.set("mx.ssrf.test", { A: ["127.0.0.1"] })
-})
-
-afterAll(async () => {
-  await mx?.close()
-  await names?.close()
+const world = useOutboundWorld({ allowPrivate: false })
+beforeAll(() => {
+  world.names.set("ssrf.test", { MX: [{ preference: 10, exchange: "mx.ssrf.test" }] })
+  world.names.set("mx.ssrf.test", { A: ["127.0.0.1"] })
 })
 
 useSuiteServer((s) => {
   suite = s
-}, {
-  // Set before the server starts: the suite's beforeAll above runs first.
-  get DNS_SERVERS() {
-    return names.address
-  },
-  get OUTBOUND_SMTP_PORT() {
-    return String(mx.port)
-  },
-  OUTBOUND_RETRY_DELAYS: "300ms,600ms"
-} as Record<string, string>)
+}, world.env({ OUTBOUND_RETRY_DELAYS: "300ms,600ms" }))
 
 describe("MX hosts on non-public addresses (OUTBOUND_ALLOW_PRIVATE unset)", () => {
   it("are not connected to: the delivery fails, its last_response naming the host and the address", async () => {
@@ -53,11 +35,7 @@ describe("MX hosts on non-public addresses (OUTBOUND_ALLOW_PRIVATE unset)", () =
     })
     expect(sent.response.status).toBe(202)
     const emailId = sent.data!.data.email_id
-    const email = await until(`delivery of ${emailId} settled`, async () => {
-      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
-      const delivery = data?.data.delivery ?? []
-      return delivery.length > 0 && delivery.every((d) => d.status !== "queued" && d.status !== "deferred") ? data!.data : undefined
-    }, 20_000, 100, 500)
+    const email = await settled(mailroom, emailId)
     expect(email.delivery).toMatchObject([{
       recipient: "admin@ssrf.test",
       status: "failed",
@@ -65,7 +43,7 @@ describe("MX hosts on non-public addresses (OUTBOUND_ALLOW_PRIVATE unset)", () =
       last_response: "550 5.4.4 Not sent: mx.ssrf.test resolves only to 127.0.0.1, a loopback address; mail is delivered to public addresses only"
     }])
     // The server on 127.0.0.1 heard nothing: not a transaction, not a recipient.
-    expect(mx.delivered()).toEqual([])
-    expect(mx.attempts("admin@ssrf.test")).toEqual([])
+    expect(world.mx.delivered()).toEqual([])
+    expect(world.mx.attempts("admin@ssrf.test")).toEqual([])
   })
 })

@@ -1,12 +1,11 @@
 /**
  * Sending mail over the wire (issue 16), as an agent meets it: `POST /mailboxes/{id}/send` against a
  * started server whose mta resolves MX records through a DNS server this test runs and delivers to a
- * receiving SMTP server this test runs (OUTBOUND_SMTP_PORT), with a retry schedule shortened to
+ * receiving SMTP server this test runs (outbound-world.ts, OUTBOUND_SMTP_PORT), with a retry schedule shortened to
  * fractions of a second. What arrives is checked byte for byte, its DKIM signature by an independent
  * verifier (mailauth) against the key the test DNS publishes.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto"
-import * as dns from "node:dns"
 import { simpleParser } from "mailparser"
 import nodemailer from "nodemailer"
 import { dkimVerify } from "mailauth"
@@ -16,66 +15,39 @@ import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { feedbackReport } from "../support/reports.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
-import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { scrape } from "../support/metrics.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { dkimTxt, useOutboundWorld } from "../support/outbound-world.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { sendMail } from "../support/send-mail.ts"
+import { settled } from "../support/settled-delivery.ts"
 import { until } from "../support/wait.ts"
 
-const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
 /** The key a provider's feedback loop signs its reports with (feedback.partner.test). */
 const FEEDBACK_DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
-const privatePem = DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-const publicDer = DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")
 
-let mx: MxServer
-let names: DnsServer
 let hooks: Receiver
 let suite: SuiteServer
 
+const world = useOutboundWorld()
 beforeAll(async () => {
-  mx = await startMxServer()
-  names = await startDnsServer()
   hooks = await startReceiver()
-  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
-  names.set("mx.partner.test", { A: ["127.0.0.1"] })
   // Another provider, whose mail the same test MX takes.
-  names.set("elsewhere.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+  world.names.set("elsewhere.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   // bücher.test, as DNS knows an internationalized name.
-  names.set("xn--bcher-kva.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+  world.names.set("xn--bcher-kva.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   // A null MX (RFC 7505): the domain takes no mail at all.
-  names.set("nomail.test", { MX: [{ preference: 0, exchange: "." }] })
-  // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
-  const record = `v=DKIM1; k=rsa; p=${publicDer}`
-  names.set("mailroom._domainkey.agents.localhost", { TXT: [record.match(/.{1,255}/g)!] })
-  const feedbackRecord = `v=DKIM1; k=rsa; p=${FEEDBACK_DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`
-  names.set("fbl._domainkey.feedback.partner.test", { TXT: [feedbackRecord.match(/.{1,255}/g)!] })
+  world.names.set("nomail.test", { MX: [{ preference: 0, exchange: "." }] })
+  world.names.set("fbl._domainkey.feedback.partner.test", { TXT: [dkimTxt(FEEDBACK_DKIM.publicKey)] })
 })
 
 afterAll(async () => {
-  await mx?.close()
-  await names?.close()
   await hooks?.close()
 })
 
 useSuiteServer((s) => {
   suite = s
-}, {
-  // Set before the server starts: the suite's beforeAll above runs first.
-  get DNS_SERVERS() {
-    return names.address
-  },
-  get OUTBOUND_SMTP_PORT() {
-    return String(mx.port)
-  },
-  // The receiving server is on 127.0.0.1, which the mta refuses by default.
-  OUTBOUND_ALLOW_PRIVATE: "true",
-  OUTBOUND_RETRY_DELAYS: "300ms,600ms",
-  DKIM_PRIVATE_KEY: privatePem,
-  WEBHOOK_ALLOW_PRIVATE: "true"
-} as Record<string, string>)
+}, world.env({ OUTBOUND_RETRY_DELAYS: "300ms,600ms", WEBHOOK_ALLOW_PRIVATE: "true" }))
 
 /** A user with a mailbox and a typed client of their own (each test stays inside the free plan's rate). */
 const sender = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
@@ -89,21 +61,9 @@ const send = (mailroom: MailroomFetchClient, box: Box, body: Record<string, unkn
     body: body as never
   })
 
-/**
- * The email once every recipient's delivery is settled (not queued, not deferred), polled more gently
- * the longer it takes (a slow machine would otherwise spend the free plan's 20 requests a minute).
- */
-const settled = (mailroom: MailroomFetchClient, emailId: string) =>
-  until(`delivery of ${emailId} settled`, async () => {
-    const { data, response } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
-    if (!data) throw new Error(`reading ${emailId}: HTTP ${response.status}`)
-    const delivery = data.data.delivery ?? []
-    return delivery.length > 0 && delivery.every((d) => d.status !== "queued" && d.status !== "deferred") ? data.data : undefined
-  }, 20_000, 100, 500)
-
 /** The message the MX server took with this Message-ID. */
 const arrived = (messageId: string) =>
-  until(`${messageId} at the MX`, async () => mx.delivered().find((m) => m.raw.includes(`Message-ID: ${messageId}`)), 20_000)
+  until(`${messageId} at the MX`, async () => world.mx.delivered().find((m) => m.raw.includes(`Message-ID: ${messageId}`)), 20_000)
 
 /** A receiving server's later report (RFC 3464) that `recipient` of the email `emailId` is gone. */
 const bounceReport = (emailId: string, recipient: string) =>
@@ -133,7 +93,7 @@ const bounceReport = (emailId: string, recipient: string) =>
 
 /** The bounce address the email `emailId` went to `to` with (a recipient, or one at a domain): the envelope sender its MX saw. */
 const bounceAddressOf = (emailId: string, to = "partner.test") => {
-  const message = mx.delivered().find((m) =>
+  const message = world.mx.delivered().find((m) =>
     m.raw.includes(`Message-ID: <${emailId}@`) && m.rcptTo.some((r) => (to.includes("@") ? r === to : r.endsWith(`@${to}`)))
   )
   if (message === undefined) throw new Error(`${emailId} did not reach ${to}`)
@@ -172,12 +132,6 @@ const mailReport = async (to: string, raw: string, signed: boolean) => {
   }
 }
 
-const resolver = () => {
-  const r = new dns.promises.Resolver()
-  r.setServers([names.address])
-  return (name: string, type: string) => r.resolve(name, type as "TXT") as Promise<never>
-}
-
 describe("sending to another domain", () => {
   it("delivers to the domain's MX: headers, UTF-8 subject, attachment and bcc intact, DKIM passes, raw is what was sent", async () => {
     const { box, mailroom } = await sender()
@@ -185,7 +139,7 @@ describe("sending to another domain", () => {
     const cc = `${fresh("bob")}@partner.test`
     const bcc = `${fresh("eve")}@partner.test`
     const pdf = Buffer.from("%PDF-1.4 a tiny report\n")
-    const before = mx.delivered().length
+    const before = world.mx.delivered().length
     const sent = await send(mailroom, box, {
       to: [{ name: "Ada Lovelace", address: to }],
       cc: [cc],
@@ -208,7 +162,7 @@ describe("sending to another domain", () => {
 
     // One transaction per recipient, each with a bounce address of its own (bounce-address.ts) that
     // names the email; the message is the same.
-    const copies = (await mx.waitFor(before + 3)).slice(before).filter((m) => m.raw.includes(`Message-ID: <${accepted.email_id}@`))
+    const copies = (await world.mx.waitFor(before + 3)).slice(before).filter((m) => m.raw.includes(`Message-ID: <${accepted.email_id}@`))
     expect(copies.map((m) => m.rcptTo).sort()).toEqual([[to], [cc], [bcc]].sort())
     for (const copy of copies) expect(copy.mailFrom).toMatch(new RegExp(`^bounces\\+${accepted.email_id}-[0-9a-f]{16}@agents\\.localhost$`))
     expect(new Set(copies.map((m) => m.mailFrom)).size).toBe(3)
@@ -226,7 +180,7 @@ describe("sending to another domain", () => {
     expect(parsed.replyTo?.value[0]?.address).toBe("desk@partner.test")
     expect(parsed.attachments.map((a) => [a.filename, a.contentType, a.content.equals(pdf)])).toEqual([["report.pdf", "application/pdf", true]])
 
-    const verdict = await dkimVerify(message!.raw, { resolver: resolver() })
+    const verdict = await dkimVerify(message!.raw, { resolver: world.resolver() })
     expect(verdict.results.map((r: { status: { result: string }; signingDomain: string }) => [r.signingDomain, r.status.result])).toEqual([
       ["agents.localhost", "pass"]
     ])
@@ -280,7 +234,7 @@ describe("sending to another domain", () => {
     // The header is ASCII: the name an encoded-word (RFC 2047), its quotes and comma inside it.
     expect(from).toMatch(/^From: =\?UTF-8\?[QB]\?[\x21-\x7e]+\?= <[^>]+>$/)
     expect((await simpleParser(message.raw)).from?.value).toEqual([{ address: box.address, name }])
-    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    const verdict = await dkimVerify(message.raw, { resolver: world.resolver() })
     expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
     expect(await settled(mailroom, named.data!.data.email_id)).toMatchObject({ from: box.address, from_name: name })
 
@@ -408,7 +362,7 @@ describe("sending to another domain", () => {
     expect(sent.response.status).toBe(202)
     const message = await arrived(sent.data!.data.message_id)
     expect(message.raw.toString("latin1").match(/^Subject:.*$/gm)).toEqual(["Subject: "])
-    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    const verdict = await dkimVerify(message.raw, { resolver: world.resolver() })
     expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
     expect((await settled(mailroom, sent.data!.data.email_id)).subject).toBe("")
   })
@@ -459,7 +413,7 @@ describe("sending to another domain", () => {
   it("retries 4xx on the schedule (300 ms, 600 ms) until the server takes it; the deferral is told once", async () => {
     const { box, mailroom } = await sender()
     const to = `${fresh("slow")}@partner.test`
-    mx.script(to, [451, 421, 250])
+    world.mx.script(to, [451, 421, 250])
     const hook = await mailroom.POST("/v1/api/webhooks", {
       body: { url: `${hooks.url}/delayed-${box.mailboxId}`, events: ["email.delivery_delayed", "email.sent"] }
     })
@@ -467,7 +421,7 @@ describe("sending to another domain", () => {
     const sent = await send(mailroom, box, { to: [to], subject: "Patience", text: "Third time lucky" })
     const email = await settled(mailroom, sent.data!.data.email_id)
     expect(email.delivery).toMatchObject([{ recipient: to, status: "sent", attempts: 3, last_response: "250 2.0.0 Queued as test" }])
-    const times = mx.attempts(to)
+    const times = world.mx.attempts(to)
     expect(times).toHaveLength(3)
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(250)
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(550)
@@ -492,25 +446,25 @@ describe("sending to another domain", () => {
   it("deleting the mailbox stops what it sent and is still waiting to go", async () => {
     const { box, mailroom } = await sender()
     const to = `${fresh("waiting")}@partner.test`
-    mx.script(to, [451, 451, 451, 451, 451, 451, 250])
+    world.mx.script(to, [451, 451, 451, 451, 451, 451, 250])
     const sent = await send(mailroom, box, { to: [to], subject: "Deleted before it went", text: "Never mind" })
     expect(sent.response.status).toBe(202)
-    await until("the first attempt", async () => mx.attempts(to).length >= 1 || undefined, 20_000)
+    await until("the first attempt", async () => world.mx.attempts(to).length >= 1 || undefined, 20_000)
     const deleted = await mailroom.DELETE("/v1/api/mailboxes/{mailboxId}", {
       params: { path: { mailboxId: box.mailboxId } },
       body: { confirm_email_address: box.address }
     })
     expect(deleted.response.status).toBe(200)
-    const tried = mx.attempts(to).length
+    const tried = world.mx.attempts(to).length
     // Retries come 300 and 600 ms apart: past two of them, at most one attempt under way at the delete went on.
     await new Promise((resolve) => setTimeout(resolve, 2_000))
-    expect(mx.attempts(to).length).toBeLessThanOrEqual(tried + 1)
-    expect(mx.delivered().some((m) => m.rcptTo.includes(to))).toBe(false)
+    expect(world.mx.attempts(to).length).toBeLessThanOrEqual(tried + 1)
+    expect(world.mx.delivered().some((m) => m.rcptTo.includes(to))).toBe(false)
   })
 
   it("keeps the connection to an MX for the next message, and replaces one the server dropped without a deferral; asks DNS once", async () => {
     const { box, mailroom } = await sender()
-    const asked = () => names.questions().filter((q) => / (partner\.test|mx\.partner\.test) /.test(`${q} `)).length
+    const asked = () => world.names.questions().filter((q) => / (partner\.test|mx\.partner\.test) /.test(`${q} `)).length
     const askedBefore = asked()
     const deliverOne = async (subject: string) => {
       const sent = await send(mailroom, box, { to: [`${fresh("reuse")}@partner.test`], subject, text: subject })
@@ -522,7 +476,7 @@ describe("sending to another domain", () => {
     const second = await deliverOne("Reuse two")
     expect(second.sessionId).toBe(first.sessionId)
 
-    mx.dropConnections()
+    world.mx.dropConnections()
     const third = await deliverOne("After the hang-up")
     expect(third.sessionId).not.toBe(first.sessionId)
     const email = await settled(mailroom, (await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
@@ -538,7 +492,7 @@ describe("sending to another domain", () => {
     const { box, mailroom } = await sender()
     const gone = `${fresh("gone")}@partner.test`
     const fine = `${fresh("fine")}@partner.test`
-    mx.script(gone, [550])
+    world.mx.script(gone, [550])
     const sent = await send(mailroom, box, { to: [gone, fine], subject: "Hello", text: "Anyone there?" })
     const email = await settled(mailroom, sent.data!.data.email_id)
     expect(email.delivery).toMatchObject(
@@ -547,7 +501,7 @@ describe("sending to another domain", () => {
         { recipient: gone, status: "bounced", attempts: 1, last_response: "550 5.1.1 No such user here" }
       ].sort((a, b) => a.recipient.localeCompare(b.recipient))
     )
-    expect(mx.attempts(gone)).toHaveLength(1)
+    expect(world.mx.attempts(gone)).toHaveLength(1)
 
     const again = await send(mailroom, box, { to: [fine], cc: [gone.toUpperCase()], subject: "Hello again", text: "?" })
     expect(again.response.status).toBe(422)
@@ -566,7 +520,7 @@ describe("sending to another domain", () => {
     const missing = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: gone } } })
     expect(missing.response.status).toBe(404)
     expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND", details: { address: gone } } })
-    mx.script(gone, [250])
+    world.mx.script(gone, [250])
     const third = await send(mailroom, box, { to: [gone], subject: "Back again", text: "Welcome back" })
     expect(third.response.status).toBe(202)
   })
@@ -574,7 +528,7 @@ describe("sending to another domain", () => {
   it("suppresses an address by hand, once; a send to it and to a bounced one is refused saying why for each", async () => {
     const { box, mailroom } = await sender()
     const gone = `${fresh("gone")}@partner.test`
-    mx.script(gone, [550])
+    world.mx.script(gone, [550])
     await settled(mailroom, (await send(mailroom, box, { to: [gone], subject: "Hello", text: "?" })).data!.data.email_id)
     const asked = `${fresh("Asked")}@Partner.test`
     const added = await mailroom.POST("/v1/api/suppressions", { body: { address: asked } })
@@ -627,7 +581,7 @@ describe("sending to another domain", () => {
 
     // Bounced as written, suppressed in any case.
     const gone = `Gone.${fresh("case")}@partner.test`
-    mx.script(gone, [550])
+    world.mx.script(gone, [550])
     const bounced = await settled(mailroom, (await send(mailroom, box, { to: [gone], subject: "Still there?", text: "?" })).data!.data.email_id)
     expect(bounced.delivery).toMatchObject([{ recipient: gone, status: "bounced" }])
     const again = await send(mailroom, box, { to: [gone.toLowerCase()], subject: "Still there?", text: "?" })
@@ -701,7 +655,7 @@ describe("sending to another domain", () => {
     expect(new Set(addresses).size).toBe(3)
     const elsewhere = addresses[2]!
     // One transaction each (one envelope sender each), the message the same.
-    const copies = mx.delivered().filter((m) => m.raw.includes(`Message-ID: <${emailId}@`))
+    const copies = world.mx.delivered().filter((m) => m.raw.includes(`Message-ID: <${emailId}@`))
     expect(copies.map((m) => m.rcptTo).sort()).toEqual([[beside], [here], [there]].sort())
 
     // The first recipient knows its own bounce address (its Return-Path): its reports about the
@@ -885,7 +839,7 @@ describe("sending to another domain", () => {
     const earlier = await send(mailroom, box, { to: [late], subject: "First", text: "One" })
     const earlierId = earlier.data!.data.email_id
     expect((await settled(mailroom, earlierId)).delivery).toMatchObject([{ recipient: late, status: "sent" }])
-    mx.script(late, [451])
+    world.mx.script(late, [451])
     const waiting = await send(mailroom, box, { to: [late], subject: "Second", text: "Two" })
     const waitingId = waiting.data!.data.email_id
     await until("the second message deferred", async () => {
@@ -903,11 +857,11 @@ describe("sending to another domain", () => {
     }])
     // Its attempts are the tries its server heard (all but the earlier message's one): giving up on it
     // was not one more.
-    const tries = mx.attempts(late).length
+    const tries = world.mx.attempts(late).length
     expect(settledLater.delivery?.[0]?.attempts).toBe(tries - 1)
     // Not tried after that: the receiving server hears no more of it.
     await new Promise((resolve) => setTimeout(resolve, 1_500))
-    expect(mx.attempts(late)).toHaveLength(tries)
+    expect(world.mx.attempts(late)).toHaveLength(tries)
   })
 
   it("a domain with a null MX fails at once, naming why", async () => {
@@ -955,7 +909,7 @@ describe("one-click unsubscribe", () => {
     const message = await arrived(sent.data!.data.message_id)
     const path = unsubscribeLinkOf(message.raw)
     // Signed, both headers included (RFC 8058 §4): mail apps check before they offer the button.
-    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    const verdict = await dkimVerify(message.raw, { resolver: world.resolver() })
     expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
     const signed = /^DKIM-Signature:[^]*?\bh=([^;]+);/m.exec(message.raw.toString("latin1"))![1]!.replace(/\s+/g, "").split(":")
     expect(signed).toEqual(expect.arrayContaining(["list-unsubscribe", "list-unsubscribe-post"]))
@@ -1109,7 +1063,7 @@ describe("unsubscribing from a list the mailbox receives", () => {
     const mailed = await unsubscribe(mailroom, mailto)
     expect(mailed.data?.data).toMatchObject({ email_id: mailto, method: "mailto", url: null, address: "leave@partner.test", sent_email_id: expect.stringMatching(/^eml_/) })
     const message = await until("the unsubscribe message at the MX", async () =>
-      mx.delivered().find((m) => m.rcptTo.includes("leave@partner.test") && m.raw.toString("latin1").includes("Subject: stop please")))
+      world.mx.delivered().find((m) => m.rcptTo.includes("leave@partner.test") && m.raw.toString("latin1").includes("Subject: stop please")))
     expect(message.raw.toString("latin1")).toMatch(new RegExp(`^From: ${box.address.replace(/\./g, "\\.")}\r$`, "m"))
 
     // The one-click address refuses, and a mailto is there: it is used instead.
@@ -1174,7 +1128,7 @@ describe("sending within this Mailroom", () => {
   it("delivers to a mailbox here through the inbound path, without the network", async () => {
     const { box, mailroom } = await sender()
     const other = await sender()
-    const before = mx.delivered().length
+    const before = world.mx.delivered().length
     const sent = await send(mailroom, box, { to: [other.box.address], subject: "Internal memo", text: "Lunch at noon" })
     const email = await settled(mailroom, sent.data!.data.email_id)
     expect(email.delivery).toMatchObject([{ recipient: other.box.address, status: "sent", attempts: 1 }])
@@ -1184,7 +1138,7 @@ describe("sending within this Mailroom", () => {
     })
     expect(arrived).toMatchObject({ direction: "inbound", subject: "Internal memo", from: box.address, message_id: sent.data!.data.message_id })
     // Nothing for it reached the network's MX (this suite's earlier sends, retried, may land there meanwhile).
-    expect(mx.delivered().slice(before).filter((m) => m.rcptTo.includes(other.box.address))).toEqual([])
+    expect(world.mx.delivered().slice(before).filter((m) => m.rcptTo.includes(other.box.address))).toEqual([])
 
     // Sent mail is searchable by its sender, like received mail.
     const found = await until("the sent memo is searchable", async () => {
@@ -1449,7 +1403,7 @@ describe("drafts", () => {
     const unchecked = await drafts.send(own.draft_id, {})
     expect(unchecked.response.status).toBe(202)
     expect((await simpleParser((await arrived(unchecked.data!.data.message_id)).raw)).text?.trim()).toBe("Second")
-    expect(mx.delivered().some((m) => m.rcptTo.includes(mallory))).toBe(false)
+    expect(world.mx.delivered().some((m) => m.rcptTo.includes(mallory))).toBe(false)
   })
 
   it("answers mail whose From is no address: a reply says so, a reply-all goes to the others, a draft leaves To to a person and still reads", async () => {
@@ -1629,7 +1583,7 @@ describe("drafts", () => {
     expect((await drafts.remove(dropped.data!.data.draft_id)).data?.data).toEqual({ draft_id: dropped.data!.data.draft_id, deleted: true, email_id: null })
 
     const message = await until("the scheduled draft at the MX", async () =>
-      mx.delivered().find((m) => m.rcptTo.includes(kept.data!.data.to![0] as string)), 10_000, 50)
+      world.mx.delivered().find((m) => m.rcptTo.includes(kept.data!.data.to![0] as string)), 10_000, 50)
     // Sent (stored as an email of the mailbox and queued) within a second of its time.
     const draft = await drafts.get(kept.data!.data.draft_id)
     expect(draft.data?.data.status).toBe("sent")
@@ -1639,7 +1593,7 @@ describe("drafts", () => {
     expect(sentAt - sendAt.getTime()).toBeLessThan(1_000)
     expect((await simpleParser(message.raw)).subject).toBe("Scheduled")
     await new Promise((resolve) => setTimeout(resolve, 1_000))
-    expect(mx.delivered().some((m) => m.rcptTo.includes(dropped.data!.data.to![0] as string))).toBe(false)
+    expect(world.mx.delivered().some((m) => m.rcptTo.includes(dropped.data!.data.to![0] as string))).toBe(false)
   })
 
   it("refuses what cannot be a draft: a reply to another mailbox's email, a bad send_at, someone else's draft", async () => {
@@ -1694,7 +1648,7 @@ describe("Idempotency-Key", () => {
     const third = await send(mailroom, box, body, key)
     expect(third.data!.data).toEqual(first.data!.data)
     await settled(mailroom, first.data!.data.email_id)
-    expect(mx.delivered().filter((m) => m.rcptTo.includes(to))).toHaveLength(1)
+    expect(world.mx.delivered().filter((m) => m.rcptTo.includes(to))).toHaveLength(1)
     const sentList = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
     })
@@ -1775,7 +1729,7 @@ describe("batches", () => {
     })
     expect(sentList.data?.meta.total).toBe(3)
     // One transaction per recipient: the third message went to two.
-    expect(mx.delivered().filter((m) => m.rcptTo.some((r) => people.includes(r)))).toHaveLength(4)
+    expect(world.mx.delivered().filter((m) => m.rcptTo.some((r) => people.includes(r)))).toHaveLength(4)
   })
 
   it("refuses the whole batch when any message is refused, naming it; nothing is sent", async () => {

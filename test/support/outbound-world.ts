@@ -2,7 +2,8 @@
  * The world a sending suite's server delivers into: a receiving SMTP server the suite runs (on
  * 127.0.0.1, so the server runs with OUTBOUND_ALLOW_PRIVATE), found as partner.test's MX through a DNS server of the suite's own, which also publishes Mailroom's DKIM key
  * for the shared domain (so an independent verifier can check what arrives). Call it before
- * `useSuiteServer`, whose server then takes `env()`: its hooks run first.
+ * `useSuiteServer`, whose server then takes `env()`: its hooks run first. With `allowPrivate: false`
+ * the server runs as it does by default, without OUTBOUND_ALLOW_PRIVATE, and reaches none of it.
  */
 import { generateKeyPairSync, type KeyObject } from "node:crypto"
 import * as dns from "node:dns"
@@ -14,7 +15,7 @@ import { type MxServer, startMxServer } from "./mx-server.ts"
 export const dkimTxt = (publicKey: KeyObject) =>
   `v=DKIM1; k=rsa; p=${publicKey.export({ type: "spki", format: "der" }).toString("base64")}`.match(/.{1,255}/g)!
 
-export const useOutboundWorld = () => {
+export const useOutboundWorld = (options: { readonly allowPrivate?: boolean } = {}) => {
   const dkim = generateKeyPairSync("rsa", { modulusLength: 2048 })
   let mx: MxServer | undefined
   let names: DnsServer | undefined
@@ -42,7 +43,7 @@ export const useOutboundWorld = () => {
         DNS_SERVERS: () => names!.address,
         OUTBOUND_SMTP_PORT: () => String(mx!.port),
         // The receiving server is on 127.0.0.1, which the mta refuses by default.
-        OUTBOUND_ALLOW_PRIVATE: "true",
+        ...(options.allowPrivate === false ? {} : { OUTBOUND_ALLOW_PRIVATE: "true" }),
         DKIM_PRIVATE_KEY: dkim.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
         ...extra
       }
