@@ -94,49 +94,210 @@ export const legacyBytesAsUtf8 = (bytes: Buffer): Buffer => {
   return Buffer.concat(parts)
 }
 
-/** Whether `text`, read as Windows-1252, was bytes that are UTF-8 (so reading it so was wrong: "ï¿½" for U+FFFD). */
-export const readsAsUtf8 = (text: string): boolean => {
-  const bytes = iconv.encode(text, "windows-1252")
-  return firstInvalidUtf8(bytes) === bytes.length
+/**
+ * The charset name text parts are labelled with to be read as UTF-8 whose bytes that are no UTF-8 read
+ * as Windows-1252, each run by itself (`legacyBytesAsUtf8`): what 8-bit text gets, for text sent
+ * quoted-printable or base64 too (parse.ts). Registered with iconv-lite below, which mailparser decodes by.
+ */
+export const LENIENT_UTF8 = "x-mailroom-utf-8-lenient"
+
+/** The codec iconv-lite reads LENIENT_UTF8 with: a part's bytes gathered, then read whole (a character may span chunks). */
+class LenientUtf8Codec {
+  decoder = class {
+    private readonly chunks: Array<Buffer> = []
+    write(chunk: Buffer): string {
+      this.chunks.push(chunk)
+      return ""
+    }
+    end(): string {
+      return legacyBytesAsUtf8(Buffer.concat(this.chunks)).toString("utf8")
+    }
+  }
+  encoder = class {
+    write(text: string): Buffer {
+      return Buffer.from(text, "utf8")
+    }
+    end(): undefined {
+      return undefined
+    }
+  }
 }
+iconv.getCodec("utf-8") // iconv-lite loads its table of encodings on first use: then ours is added to it.
+;(iconv as unknown as { encodings: Record<string, unknown> }).encodings[LENIENT_UTF8.replace(/[^0-9a-z]/g, "")] = LenientUtf8Codec
 
 /** A Content-Type header of a text part, folded lines included (a binary string, a character a byte). */
 const TEXT_CONTENT_TYPE = /^Content-Type:[ \t]*text\/[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*/gim
 
-/**
- * `message` with every text part that names no charset labelled Windows-1252, and, when the message
- * has no Content-Type at all, labelled text/plain in Windows-1252: for text sent quoted-printable or
- * base64 without a charset, whose bytes (after the transfer encoding) are no UTF-8, so that a parser
- * reads them as what such mail is nearly always written in (parse.ts). The message itself when no
- * part lacks a charset.
- */
-export const labelledWindows1252 = (message: Buffer): Buffer => relabelled(message, false)
-
-/**
- * `message` with every text part labelled UTF-8 labelled Windows-1252 instead: for text sent
- * quoted-printable or base64 whose charset says UTF-8 and whose bytes are not (parse.ts reads it so
- * only when the first reading lost characters). The message itself when no part names UTF-8.
- */
-export const utf8RelabelledWindows1252 = (message: Buffer): Buffer => relabelled(message, true)
-
 const UTF8_CHARSET = /(charset\s*=\s*)(?:"utf-?8"|'utf-?8'|utf-?8)(?=[\s;]|$)/i
 
-/** Text parts labelled Windows-1252: those that name no charset, or (`utf8`) those that name UTF-8. */
-const relabelled = (message: Buffer, utf8: boolean): Buffer => {
+/**
+ * `message` with every text part that names no charset or names UTF-8 labelled LENIENT_UTF8 (and,
+ * when the message has no Content-Type at all, labelled text/plain so): for text sent
+ * quoted-printable or base64 whose bytes (after the transfer encoding) are not all UTF-8, so that
+ * its UTF-8 characters read as UTF-8 and only its other bytes as Windows-1252, what such mail is
+ * nearly always written in, as the same bytes sent 8-bit are read (parse.ts). The message itself when
+ * no part lacks a charset or names UTF-8.
+ */
+export const labelledLenientUtf8 = (message: Buffer): Buffer => {
   const text = message.toString("latin1")
   const headEnd = text.search(/\r?\n\r?\n/)
   const head = headEnd === -1 ? text : text.slice(0, headEnd)
   let changed = false
   const labelled = text.replace(TEXT_CONTENT_TYPE, (header) => {
-    if (utf8) {
-      if (!UTF8_CHARSET.test(header)) return header
+    if (UTF8_CHARSET.test(header)) {
       changed = true
-      return header.replace(UTF8_CHARSET, "$1windows-1252")
+      return header.replace(UTF8_CHARSET, `$1${LENIENT_UTF8}`)
     }
     if (/charset\s*=/i.test(header)) return header
     changed = true
-    return `${header.replace(/[\s;]+$/, "")}; charset=windows-1252`
+    return `${header.replace(/[\s;]+$/, "")}; charset=${LENIENT_UTF8}`
   })
-  if (!utf8 && !/^Content-Type:/im.test(head)) return Buffer.from(`Content-Type: text/plain; charset=windows-1252\r\n${labelled}`, "latin1")
+  if (!/^Content-Type:/im.test(head)) return Buffer.from(`Content-Type: text/plain; charset=${LENIENT_UTF8}\r\n${labelled}`, "latin1")
   return changed ? Buffer.from(labelled, "latin1") : message
+}
+
+/** The charset a `<meta charset=…>` or `<meta http-equiv="Content-Type" content="text/html; charset=…">` names. */
+const META_CHARSET = /<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([\w.:+-]+)/i
+
+/** Whether a decoder here or mailparser's knows `charset` (mailparser reads ISO-2022-JP itself). */
+const knownCharset = (charset: string) => iconv.encodingExists(charset) || /^(?:iso-?2022-?jp|jis)/i.test(charset)
+
+/**
+ * The charset an HTML document's start names in a meta tag, as a browser takes it (HTML §13.2.3.2):
+ * UTF-16, which a document whose meta tag reads as ASCII cannot be in, is UTF-8. Undefined when it
+ * names none, or one no decoder knows.
+ */
+export const htmlMetaCharset = (html: string): string | undefined => {
+  const named = META_CHARSET.exec(html)?.[1]?.toLowerCase()
+  if (named === undefined) return undefined
+  const charset = /^utf-?16/.test(named) ? "utf-8" : named === "x-user-defined" ? "windows-1252" : named
+  return knownCharset(charset) ? charset : undefined
+}
+
+/** How much of an html part's start is looked through for its meta tag (browsers look at 1,024 bytes; mail's heads run longer). */
+const META_SCAN_BYTES = 8 * 1024
+
+/** The first bytes of a part's body `text` (a binary string) undone from `encoding`, as a binary string. */
+const bodyStart = (text: string, encoding: string): string => {
+  if (encoding === "base64") {
+    const letters = text.replace(/[^A-Za-z0-9+/]/g, "")
+    return Buffer.from(letters.slice(0, letters.length - (letters.length % 4)), "base64").toString("latin1")
+  }
+  if (encoding === "quoted-printable") {
+    return text.replace(/=\r?\n/g, "").replace(/=([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))
+  }
+  return text
+}
+
+/**
+ * `message` with each text/html part whose Content-Type names no charset labelled with the charset
+ * its own `<meta>` tag names (`<meta charset="Shift_JIS">`, or the http-equiv form), as browsers and
+ * mail programs read such html: a charset the Content-Type names stands. The message itself when no
+ * such part names one. Its html is read so (parse.ts), and an html attachment keeps that charset.
+ */
+export const withHtmlMetaCharsets = (message: Buffer): Buffer => {
+  const text = message.toString("latin1")
+  let changed = false
+  const labelled = text.replace(TEXT_CONTENT_TYPE, (header, at: number) => {
+    if (!/^Content-Type:[ \t]*text\/html\b/i.test(header) || /charset\s*=/i.test(header)) return header
+    // The part's header block: from the line after the last blank or boundary line before it, to the first blank line after.
+    const before = text.slice(0, at)
+    const blockStart = Math.max(before.lastIndexOf("\n\n"), before.lastIndexOf("\n\r\n"), before.lastIndexOf("\n--"), 0)
+    const blank = /\r?\n\r?\n/.exec(text.slice(at))
+    if (blank === null) return header
+    const bodyAt = at + blank.index + blank[0].length
+    const encoding = /^Content-Transfer-Encoding:[ \t]*([^\s;]+)/im.exec(text.slice(blockStart, bodyAt))?.[1]?.toLowerCase() ?? "7bit"
+    const scanned = text.slice(bodyAt, bodyAt + META_SCAN_BYTES * (encoding === "base64" ? 2 : 3))
+    const boundary = scanned.search(/\r?\n--/)
+    const charset = htmlMetaCharset(bodyStart(boundary === -1 ? scanned : scanned.slice(0, boundary), encoding).slice(0, META_SCAN_BYTES))
+    if (charset === undefined) return header
+    changed = true
+    return `${header.replace(/[\s;]+$/, "")}; charset="${charset}"`
+  })
+  return changed ? Buffer.from(labelled, "latin1") : message
+}
+
+/**
+ * ISO-2022-JP's bytes (RFC 1468: escape sequences switch between ASCII and JIS X 0208; JIS X 0212 and
+ * half-width katakana too) as the EUC-JP bytes of the same characters, which iconv-lite reads. A line
+ * end goes back to ASCII, as RFC 1468 has every line end in it.
+ */
+const iso2022jpAsEucJp = (bytes: Uint8Array): Buffer => {
+  const out: Array<number> = []
+  let set: "ascii" | "jis0208" | "jis0212" | "katakana" = "ascii"
+  const sequence = (at: number, text: string) => text.split("").every((c, i) => bytes[at + i] === c.charCodeAt(0))
+  for (let at = 0; at < bytes.length; at++) {
+    const byte = bytes[at]!
+    if (byte === 0x1b) {
+      const next = [["$B", "jis0208"], ["$@", "jis0208"], ["$(D", "jis0212"], ["(B", "ascii"], ["(J", "ascii"], ["(I", "katakana"]] as const
+      const found = next.find(([text]) => sequence(at + 1, text))
+      if (found !== undefined) {
+        set = found[1]
+        at += found[0].length
+        continue
+      }
+    }
+    const pair = byte >= 0x21 && byte <= 0x7e && bytes[at + 1] !== undefined && bytes[at + 1]! >= 0x21 && bytes[at + 1]! <= 0x7e
+    if ((set === "jis0208" || set === "jis0212") && pair) {
+      if (set === "jis0212") out.push(0x8f)
+      out.push(byte | 0x80, bytes[++at]! | 0x80)
+    } else if (set === "katakana" && byte >= 0x21 && byte <= 0x5f) {
+      out.push(0x8e, byte | 0x80)
+    } else {
+      if (byte === 0x0a || byte === 0x0d) set = "ascii"
+      out.push(byte)
+    }
+  }
+  return Buffer.from(out)
+}
+
+/** An escape sequence of ISO-2022-JP (into JIS X 0208 or 0212, or back to ASCII): header text written in it raw. */
+const ISO_2022_JP_ESCAPE = /\x1b(?:\$[@B]|\$\(D|\([BJI])/
+
+/** Whether `charset` reads ASCII as ASCII (header text around 8-bit bytes is ASCII: not UTF-16's, nor UTF-7's). */
+const asciiCompatible = (charset: string) => {
+  const ascii = "Subject: Re: a-z A-Z 0-9 <ann@example.com> (=?_\"'.,;)"
+  return iconv.encodingExists(charset) && iconv.decode(Buffer.from(ascii, "latin1"), charset) === ascii
+}
+
+/** C1 control characters (U+0080 to U+009F): what Latin-1 makes of Windows-1252's and other charsets' bytes. */
+// eslint-disable-next-line no-control-regex
+const C1_CONTROLS = /[\u0080-\u009f]/
+
+/**
+ * The charset the text parts of `message` name (the first that does, a binary string's Content-Type
+ * lines), when it is one raw 8-bit header text can be read by: a charset other than UTF-8 and ASCII
+ * that reads ASCII as ASCII. What such a sender's headers are most likely in too (headerBytesText).
+ */
+export const declaredTextCharset = (message: Buffer): string | undefined => {
+  for (const [header] of message.toString("latin1").matchAll(TEXT_CONTENT_TYPE)) {
+    const charset = /charset\s*=\s*["']?([^"'\s;]+)/i.exec(header)?.[1]?.toLowerCase()
+    if (charset === undefined) continue
+    if (/^(?:utf-?8|us-?ascii|ascii)$/.test(charset) || !asciiCompatible(charset)) return undefined
+    return charset
+  }
+  return undefined
+}
+
+/**
+ * Header text its sender wrote raw, not in encoded words (`bytes`): ISO-2022-JP when it holds that
+ * charset's escape sequences and no 8-bit byte; else UTF-8 when its bytes are (RFC 6532, what
+ * SMTPUTF8 mail carries); else in `declared`, the charset the message's text names
+ * (declaredTextCharset), when they read as that with no character lost nor any C1 control character;
+ * else Windows-1252, each run of bytes that are no UTF-8, as 8-bit body text without a charset is
+ * (its “quotes” and € included, which Latin-1 would have as control characters).
+ */
+export const headerBytesText = (bytes: Uint8Array, declared: string | undefined): string => {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const eightBit = buffer.some((byte) => byte >= 0x80)
+  if (!eightBit) {
+    const text = buffer.toString("latin1")
+    return ISO_2022_JP_ESCAPE.test(text) ? iconv.decode(iso2022jpAsEucJp(buffer), "euc-jp") : text
+  }
+  if (firstInvalidUtf8(buffer) === buffer.length) return buffer.toString("utf8")
+  if (declared !== undefined) {
+    const text = iconv.decode(buffer, declared)
+    if (!text.includes("\ufffd") && !C1_CONTROLS.test(text)) return text
+  }
+  return legacyBytesAsUtf8(buffer).toString("utf8")
 }

@@ -6,7 +6,11 @@
  *   and recipients a plain reading finds, and the body when it is a single plain-text part;
  * - NUL characters, which PostgreSQL text cannot hold, are removed;
  * - a header value is kept up to 64 KiB (the raw message keeps it whole);
- * - 8-bit body text that is no UTF-8 and named no charset (or named UTF-8 wrongly) reads as Windows-1252.
+ * - 8-bit body text that is no UTF-8 and named no charset (or named UTF-8 wrongly) reads as Windows-1252,
+ *   its UTF-8 characters as UTF-8, whatever its transfer encoding;
+ * - html whose Content-Type names no charset reads in the one its `<meta>` tag names, as browsers read it;
+ * - raw header text (an attachment's name too) is UTF-8 when it is, ISO-2022-JP when it holds that
+ *   charset's escapes, else in the charset the message's text names, else Windows-1252.
  */
 import libmime from "libmime"
 import { type ParsedMail, simpleParser } from "mailparser"
@@ -14,7 +18,7 @@ import { Effect } from "effect"
 import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
-import { firstInvalidUtf8, labelledWindows1252, legacyBytesAsUtf8, readsAsUtf8, utf8RelabelledWindows1252 } from "./charsets.ts"
+import { declaredTextCharset, firstInvalidUtf8, headerBytesText, labelledLenientUtf8, legacyBytesAsUtf8, withHtmlMetaCharsets } from "./charsets.ts"
 import { dateHeaderMoment } from "./date-header.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
@@ -143,29 +147,20 @@ const decodeWords = (value: string) => {
   }
 }
 
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
-
 /**
- * A header line as its sender wrote it. Lines come as binary strings (a character a byte): raw UTF-8
- * in a header (RFC 6532, what SMTPUTF8 mail carries: `From: Zoë <…>`) is read as UTF-8; bytes that are
- * no UTF-8 are read as Windows-1252, as 8-bit body text without a charset is (its “quotes” and €
- * included, which Latin-1 would have as control characters, dropped).
+ * A header line as its sender wrote it. Lines come as binary strings (a character a byte): raw text
+ * is read as charsets.ts headerBytesText reads it (UTF-8, RFC 6532's, when it is; ISO-2022-JP when
+ * it holds that charset's escapes; else `declared`, the charset the message's text names, or
+ * Windows-1252).
  */
-const headerText = (line: string): string => {
-  if (!/[\x80-\xff]/.test(line)) return line
-  const bytes = Buffer.from(line, "latin1")
-  try {
-    return strictUtf8.decode(bytes)
-  } catch {
-    return legacyBytesAsUtf8(bytes).toString("utf8")
-  }
-}
+const headerText = (line: string, declared: string | undefined): string =>
+  /[\x80-\xff\x1b]/.test(line) ? headerBytesText(Buffer.from(line, "latin1"), declared) : line
 
 /** Header lines ("Key: value", possibly folded) to lower-cased names and decoded values. */
-const headersOf = (lines: ReadonlyArray<string>): Headers => {
+const headersOf = (lines: ReadonlyArray<string>, declared: string | undefined): Headers => {
   const headers: Record<string, string | Array<string>> = {}
   for (const line of lines) {
-    const { key, value } = libmime.decodeHeader(headerText(line))
+    const { key, value } = libmime.decodeHeader(headerText(line, declared))
     if (key === "") continue
     const name = clean(key)
     const decoded = clean(decodeWords(capped(value)))
@@ -308,7 +303,7 @@ export const firstOf = (headers: Headers, name: string): string | undefined => {
 /** What a plain reading of a message mailparser refused can still tell (see the module comment). */
 const fallback = (raw: Uint8Array): ParsedEmail => {
   const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
-  const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
+  const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")), declaredTextCharset(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)))
   const first = (name: string) => firstOf(headers, name)
   const from = addressList(first("from")).find(isMailbox)
   const date = sentAt(first("date") ? dateHeaderMoment(first("date")!) ?? new Date(first("date")!) : undefined)
@@ -343,9 +338,9 @@ export const textFromHtml = (html: string): string => clean(textOfHtml(html))
  * The From a reader is shown is the first From field (mailparser keeps the last of several); To, Cc
  * and Reply-To list every field's addresses, as mailparser does.
  */
-const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; readonly line: string }>) => {
+const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; readonly line: string }>, declared: string | undefined) => {
   const values = (key: string) =>
-    headerLines.filter((header) => header.key === key).map((header) => capped(libmime.decodeHeader(headerText(header.line)).value))
+    headerLines.filter((header) => header.key === key).map((header) => capped(libmime.decodeHeader(headerText(header.line, declared)).value))
   const addresses = (key: string) => fieldAddresses(values(key)).map((entry) => entry.address)
   const written = values("from")[0]
   const from = fieldAddresses(written === undefined ? [] : [written]).find((entry) => isMailbox(entry.address))
@@ -363,30 +358,24 @@ export const lostIn = (body: string | null): number => body === null ? 0 : body.
 
 /**
  * A body mailparser read as UTF-8 that was not (8-bit text sent without a charset, or labelled UTF-8
- * wrongly: each byte became U+FFFD, the text lost) is read again as Windows-1252, which is what such
- * mail is nearly always written in: the message with its 8-bit bytes that are no UTF-8 written as
- * those characters in UTF-8, then (for text sent quoted-printable or base64, whose bytes only the
- * transfer encoding hides) with its text parts that name no charset labelled Windows-1252, then
- * with those that name UTF-8 so labelled. The text
- * and the html are each taken from the reading that lost fewest characters: a part that named its
- * charset was read right the first time.
+ * wrongly: each byte became U+FFFD, the text lost) is read again with its UTF-8 characters as UTF-8
+ * and its other bytes as Windows-1252, which is what such mail is nearly always written in: the
+ * message with its 8-bit bytes that are no UTF-8 written as those characters in UTF-8, then (for text
+ * sent quoted-printable or base64, whose bytes only the transfer encoding hides) with its text parts
+ * that name no charset or name UTF-8 labelled to be read so (LENIENT_UTF8). A character whose bytes a
+ * line break splits is then read alike whatever the transfer encoding: its bytes as Windows-1252, the
+ * rest of the part as UTF-8. The text and the html are each taken from the reading that lost fewest
+ * characters: a part that named its charset was read right the first time.
  */
 const withLegacyText = (message: Buffer, parsed: { readonly text: string; readonly html: string | null }) => {
   if (lostIn(parsed.text) === 0 && lostIn(parsed.html) === 0) return Effect.succeed(parsed)
-  const readings = [
-    { message: legacyBytesAsUtf8(message), relabelled: false },
-    { message: labelledWindows1252(message), relabelled: false },
-    { message: utf8RelabelledWindows1252(message), relabelled: true }
-  ].filter((reading) => reading.message !== message)
-  // A part relabelled from UTF-8 is read so only when its bytes were no UTF-8: a U+FFFD the sender
-  // wrote, in UTF-8 that said so, would otherwise be read as "ï¿½".
-  const better = (again: string | null, best: string | null, relabelled: boolean): again is string =>
-    again !== null && lostIn(again) < lostIn(best) && !(relabelled && readsAsUtf8(again))
+  const readings = [legacyBytesAsUtf8(message), labelledLenientUtf8(message)].filter((reading) => reading !== message)
+  const better = (again: string | null, best: string | null): again is string => again !== null && lostIn(again) < lostIn(best)
   return Effect.reduce(readings, parsed, (best, reading) =>
-    bodiesOf(reading.message).pipe(
+    bodiesOf(reading).pipe(
       Effect.map((again) => ({
-        text: better(again.text, best.text, reading.relabelled) ? again.text : best.text,
-        html: better(again.html, best.html, reading.relabelled) ? again.html : best.html
+        text: better(again.text, best.text) ? again.text : best.text,
+        html: better(again.html, best.html) ? again.html : best.html
       })),
       Effect.orElseSucceed(() => best)
     ))
@@ -419,13 +408,30 @@ const bodies = (parsed: ParsedMail) => {
 
 const bodiesOf = (message: Buffer) => Effect.map(Effect.tryPromise(() => simpleParser(message, parserOptions)), bodies)
 
+/**
+ * An attachment's name as its sender wrote it. The parser reads a name written raw in 8-bit bytes that
+ * are no UTF-8 as Latin-1 (`見積書` in Shift_JIS as "\u008c©\u0090Ï\u008f\u0091"), and one in raw
+ * ISO-2022-JP as its escapes: such a name, found so in the message (`raw`, a binary string), is read
+ * again as header text is (headerBytesText). No name keeps a C1 control character (U+0080 to U+009F).
+ */
+const filenameOf = (name: string, raw: () => string, declared: string | undefined): string => {
+  const parsed = clean(name)
+  const written = /[\x80-\xff\x1b]/.test(parsed) && !/[^\x00-\xff]/.test(parsed) && raw().includes(parsed)
+  // eslint-disable-next-line no-control-regex
+  return (written ? headerBytesText(Buffer.from(parsed, "latin1"), declared) : parsed).replace(/[\u0080-\u009f]/g, "")
+}
+
 /** Parse `raw`; never fails (see the module comment). */
 export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
-  const message = withBodySeparated(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
+  const message = withHtmlMetaCharsets(withBodySeparated(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)))
+  const declared = declaredTextCharset(message)
+  // The message as a binary string, made only for an attachment name that needs it (filenameOf).
+  let binary: string | undefined
+  const asBinary = () => (binary ??= message.toString("latin1"))
   return Effect.tryPromise(() => simpleParser(message, parserOptions)).pipe(
     Effect.flatMap((parsed) => Effect.map(withLegacyText(message, bodies(parsed)), (body) => ({ parsed, body }))),
     Effect.map(({ body, parsed }): ParsedEmail => {
-      const headers = headersOf(parsed.headerLines.map((header) => header.line))
+      const headers = headersOf(parsed.headerLines.map((header) => header.line), declared)
       // As RFC 5322 reads the field (years below 1000, two-digit years), else as mailparser read it.
       const written = firstOf(headers, "date")
       const date = sentAt((written === undefined ? undefined : dateHeaderMoment(written)) ?? parsed.date)
@@ -434,7 +440,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
         // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Windows-1252
         // (mailparser's own has U+FFFD for each Latin-1 byte, and is the last of several).
         subject: oneLine(firstOf(headers, "subject") ?? "").trim(),
-        ...addressFieldsOf(parsed.headerLines),
+        ...addressFieldsOf(parsed.headerLines, declared),
         date,
         inReplyTo: idList(parsed.inReplyTo)[0],
         references: idList(parsed.references),
@@ -442,7 +448,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
         html: body.html,
         headers,
         attachments: parsed.attachments.map((attachment) => ({
-          filename: attachment.filename ? clean(attachment.filename) : null,
+          filename: attachment.filename ? filenameOf(attachment.filename, asBinary, declared) : null,
           contentType: clean(attachment.contentType || "application/octet-stream"),
           content: attachment.content,
           size: attachment.content.byteLength,

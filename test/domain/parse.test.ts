@@ -264,6 +264,77 @@ describe("parseMessage", () => {
       expect([headerLike.headers["note"], headerLike.text.trim()]).toEqual(["looks like a header", "body"])
     }))
 
+  it.effect("html whose Content-Type names no charset is read in the charset its meta tag names, 8-bit, quoted-printable or base64; a charset the Content-Type names wins", () =>
+    Effect.gen(function*() {
+      const head = "From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Hi\r\nMIME-Version: 1.0\r\n"
+      const sjis = iconv.encode("お世話になっております。", "shift_jis")
+      const equiv = Buffer.from("<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=Shift_JIS\"></head><body><p>")
+      const document = Buffer.concat([equiv, sjis, Buffer.from("</p></body></html>")])
+      const eightBit = yield* parseMessage(Buffer.concat([Buffer.from(`${head}Content-Type: text/html\r\nContent-Transfer-Encoding: 8bit\r\n\r\n`), document, Buffer.from("\r\n")]))
+      expect(eightBit.html).toContain("<p>お世話になっております。</p>")
+      expect(eightBit.text).toBe("お世話になっております。")
+      const base64 = yield* parseMessage(Buffer.from(`${head}Content-Type: text/html\r\nContent-Transfer-Encoding: base64\r\n\r\n${document.toString("base64").replace(/(.{76})/g, "$1\r\n")}\r\n`))
+      expect(base64.text).toBe("お世話になっております。")
+      const cyrillic = Buffer.concat([Buffer.from("<meta charset=\"windows-1251\"><p>"), iconv.encode("Привет, мир", "windows-1251"), Buffer.from("</p>")])
+      const qp = [...cyrillic].map((byte) => byte >= 0x80 || byte === 0x3d ? `=${byte.toString(16).toUpperCase().padStart(2, "0")}` : String.fromCharCode(byte)).join("")
+      const quoted = yield* parseMessage(Buffer.from(`${head}Content-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/html\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n${qp}\r\n--b--\r\n`))
+      expect(quoted.text).toBe("Привет, мир")
+      // The MIME header wins: UTF-8 said so is UTF-8, whatever the meta tag says.
+      const utf8 = Buffer.from("<meta charset=\"iso-8859-1\"><p>Grüße — 日本語</p>")
+      const labelled = yield* parseMessage(Buffer.concat([Buffer.from(`${head}Content-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n`), utf8, Buffer.from("\r\n")]))
+      expect(labelled.text).toBe("Grüße — 日本語")
+    }))
+
+  it.effect("a header or attachment name in raw 8-bit bytes reads as UTF-8, else in the charset the message's text names, else Windows-1252: never with C1 control characters", () =>
+    Effect.gen(function*() {
+      const message = (charset: string, name: Buffer) =>
+        Buffer.concat([
+          Buffer.from("From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: "),
+          name,
+          Buffer.from(`\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=X\r\n\r\n--X\r\nContent-Type: text/plain; charset=${charset}\r\n\r\nx\r\n--X\r\n`),
+          Buffer.from("Content-Type: application/vnd.ms-excel; name=\""),
+          name,
+          Buffer.from(".xls\"\r\nContent-Disposition: attachment; filename=\""),
+          name,
+          Buffer.from(".xls\"\r\nContent-Transfer-Encoding: base64\r\n\r\nAAAA\r\n--X--\r\n")
+        ])
+      const sjis = yield* parseMessage(message("Shift_JIS", iconv.encode("見積書", "shift_jis")))
+      expect([sjis.subject, sjis.attachments[0]?.filename]).toEqual(["見積書", "見積書.xls"])
+      // Text in UTF-8 beside it: Windows-1252 (0x8F, 0x90 mean nothing there and are no C1 control characters).
+      const utf8 = yield* parseMessage(message("utf-8", iconv.encode("見積書", "shift_jis")))
+      expect(utf8.attachments[0]?.filename).not.toMatch(/[\u0080-\u009f]/)
+      expect(utf8.attachments[0]?.filename).toMatch(/^Œ©.*\.xls$/)
+      // Latin-1 named, Windows-1252 bytes: read as Windows-1252 (Latin-1 would give C1 controls).
+      const latin = yield* parseMessage(message("iso-8859-1", iconv.encode("“Angebot” 5 €", "windows-1252")))
+      expect([latin.subject, latin.attachments[0]?.filename]).toEqual(["“Angebot” 5 €", "“Angebot” 5 €.xls"])
+      const raw = yield* parseMessage(message("Shift_JIS", Buffer.from("Grüße", "utf8")))
+      expect([raw.subject, raw.attachments[0]?.filename]).toEqual(["Grüße", "Grüße.xls"])
+    }))
+
+  it.effect("a header written in raw ISO-2022-JP (its escape sequences, no encoded word) reads as ISO-2022-JP", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.from(
+        "From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: \x1b$B$40FFb\x1b(B raw jis\r\nMIME-Version: 1.0\r\n" +
+          "Content-Type: multipart/mixed; boundary=X\r\n\r\n--X\r\nContent-Type: text/plain; charset=iso-2022-jp\r\n\r\nx\r\n--X\r\n" +
+          "Content-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"\x1b$B8+@Q=q\x1b(B.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\nAAAA\r\n--X--\r\n",
+        "latin1"
+      )
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.subject, parsed.headers["subject"], parsed.attachments[0]?.filename]).toEqual(["ご案内 raw jis", "ご案内 raw jis", "見積書.pdf"])
+    }))
+
+  it.effect("UTF-8 text with a character's bytes cut by a line break reads alike sent 8-bit, quoted-printable or base64: its UTF-8 as UTF-8, only the stray bytes as Windows-1252", () =>
+    Effect.gen(function*() {
+      const head = (encoding: string) =>
+        `From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Hi\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: ${encoding}\r\n\r\n`
+      const quoted = yield* parseMessage(Buffer.from(`${head("quoted-printable")}Gr=C3=BC=C3=9Fe aus K=C3=B6ln, bad =C3\r\n=A4 end\r\n`))
+      const eightBit = yield* parseMessage(Buffer.concat([Buffer.from(head("8bit")), Buffer.from("Grüße aus Köln, bad "), Buffer.from([0xc3, 0x0d, 0x0a, 0xa4]), Buffer.from(" end\r\n")]))
+      const bytes = Buffer.concat([Buffer.from("Grüße aus Köln, bad "), Buffer.from([0xc3, 0x0a, 0xa4]), Buffer.from(" end\n")])
+      const base64 = yield* parseMessage(Buffer.from(`${head("base64")}${bytes.toString("base64")}\r\n`))
+      expect(quoted.text).toBe("Grüße aus Köln, bad Ã\n¤ end\n")
+      expect([eightBit.text, base64.text]).toEqual([quoted.text, quoted.text])
+    }))
+
   it.effect("an attachment keeps the charset its type named, lower-cased; none when it named none", () =>
     Effect.gen(function*() {
       const parsed = yield* parseMessage(yield* compose({
