@@ -542,8 +542,17 @@ export class InvitationNotRespondable extends Schema.TaggedError<InvitationNotRe
     description:
       "INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST " +
       "(not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), " +
-      "or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason",
-    details: { email_id: Schema.optional(Schema.String), method: Schema.optional(Schema.NullOr(Schema.String)), reason: Schema.optional(Schema.String), latest_email_id: Schema.optional(Schema.String) }
+      "or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id), or it is an update the schedule " +
+      "did not apply for who sent it (not_applied; details.not_applied_reason: not_organizer, or unverified_sender until a person takes " +
+      "unauthenticated off it; details.latest_email_id the invitation the schedule holds); one reason, the schedule past its revision first " +
+      "(cancelled, then superseded), then not_applied; details: email_id, method, reason, latest_email_id whenever another email holds the event as the schedule has it",
+    details: {
+      email_id: Schema.optional(Schema.String),
+      method: Schema.optional(Schema.NullOr(Schema.String)),
+      reason: Schema.optional(Schema.String),
+      not_applied_reason: Schema.optional(Schema.String),
+      latest_email_id: Schema.optional(Schema.String)
+    }
   })
 ) {}
 

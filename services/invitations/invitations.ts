@@ -51,20 +51,30 @@ interface CalendarRow {
   readonly respondedAt: Date | null
 }
 
-/** Why the mailbox cannot answer an invitation, or undefined when it can. */
 type Closed = NotRespondableReason
 
 /**
- * `latest`: the revision of the event the mailbox's schedule holds, when it holds one. An invitation
- * an update has replaced (a new time, SEQUENCE higher) is answered through the update: the organizer
- * ignores an answer to an older revision (RFC 5546 §2.1.4), and the schedule would show the new time
- * answered.
+ * Why the mailbox cannot answer an invitation, or undefined when it can. One reason, the first that holds,
+ * in this order (the dashboard shows the one state it names):
+ * 1. what the email is: a cancellation (`cancelled`), not an invitation (`not_a_request`), none to answer
+ *    (`no_organizer`), the mailbox's own (`own_invitation`);
+ * 2. the schedule (`latest`, the revision it holds of the event, when it holds one) moved past this email's
+ *    revision: called off since (`cancelled`), which outranks replaced (`superseded`): a called-off event has
+ *    nothing to answer, whichever revision the email brought, and an update the organizer ignores
+ *    (RFC 5546 §2.1.4) is answered through the newer one. Vouching for this email would change nothing;
+ * 3. the change this email brings was refused for who sent it (`not_applied`, `refused`: its
+ *    not_applied_reason): answering it would answer a time or an event the schedule does not hold, and
+ *    send a REPLY on the word of whoever wrote it. A person vouches for it first (takes `unauthenticated`
+ *    off it, which applies it); a stranger's stays unanswerable;
+ * 4. the schedule has the event called off at this same revision (`cancelled`; a cancellation that did not
+ *    raise SEQUENCE): answering would put it back. After 3: vouching for this email would apply it over that.
  */
 const closedReason = (
   event: CalendarEvent,
   outbound: boolean,
   isMine: (address: string) => boolean,
-  latest: ScheduleRevision | undefined
+  latest: ScheduleRevision | undefined,
+  refused: NotAppliedReason | null
 ): Closed | undefined =>
   event.method === "CANCEL" || event.status === "cancelled"
     ? "cancelled"
@@ -75,8 +85,30 @@ const closedReason = (
     : outbound || isMine(event.organizer.address)
     ? "own_invitation"
     : latest !== undefined && latest.sequence > event.sequence
-    ? "superseded"
+    ? latest.status === "cancelled" ? "cancelled" : "superseded"
+    : refused !== null
+    ? "not_applied"
+    : latest !== undefined && latest.status === "cancelled"
+    ? "cancelled"
     : undefined
+
+/**
+ * Where the invitation stands: why it cannot be answered, and the email to read instead (the one with the
+ * revision the schedule holds) when the schedule's revision is another email's and outranks or stands
+ * instead of this one's (superseded, called off since, this one not applied).
+ */
+const standing = (
+  emailId: string,
+  found: { readonly event: CalendarEvent; readonly outbound: boolean; readonly isMine: (address: string) => boolean; readonly notAppliedReason: NotAppliedReason | null },
+  latest: ScheduleRevision | undefined
+) => {
+  // A refusal kept for the email whose revision the schedule holds is stale (it was applied since): not one.
+  const refused = latest?.emailId === emailId ? null : found.notAppliedReason
+  const closed = closedReason(found.event, found.outbound, found.isMine, latest, refused)
+  const pointed = closed === "superseded" || closed === "cancelled" || closed === "not_applied"
+  const latestEmailId = pointed && latest !== undefined && latest.emailId !== emailId ? latest.emailId : null
+  return { closed, refused, latestEmailId }
+}
 
 const SUBJECTS: Record<ResponseStatus, string> = { accepted: "Accepted", declined: "Declined", tentative: "Tentative" }
 const VERBS: Record<ResponseStatus, string> = { accepted: "accepted", declined: "declined", tentative: "tentatively accepted" }
@@ -146,7 +178,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
     const get = Effect.fn("Invitations.get")(function*(userId: string, emailId: string) {
       const found = yield* calendarOf(userId, emailId)
       const latest = yield* schedule.revision(found.mailboxId, found.event.uid)
-      const closed = closedReason(found.event, found.outbound, found.isMine, latest)
+      const { closed, latestEmailId, refused } = standing(emailId, found, latest)
       return {
         email_id: emailId,
         attachment_id: found.attachmentId,
@@ -154,9 +186,9 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         attendees: found.event.attendees.map((attendee) => ({ ...attendee, is_mailbox: found.isMine(attendee.address) })),
         respondable: closed === undefined,
         not_respondable_reason: closed ?? null,
-        latest_email_id: closed === "superseded" ? latest!.emailId : null,
+        latest_email_id: latestEmailId,
         schedule_status: latest?.status ?? null,
-        not_applied_reason: found.notAppliedReason,
+        not_applied_reason: refused,
         response: found.response
       } satisfies Invitation
     })
@@ -176,7 +208,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
       const found = yield* calendarOf(userId, emailId)
       const { event } = found
       const latest = yield* schedule.revision(found.mailboxId, event.uid)
-      const closed = closedReason(event, found.outbound, found.isMine, latest)
+      const { closed, latestEmailId, refused } = standing(emailId, found, latest)
       if (closed !== undefined) {
         return yield* new InvitationNotRespondable({
           message: closed === "cancelled"
@@ -187,12 +219,19 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
             ? "The invitation names no organizer to answer"
             : closed === "superseded"
             ? `An update of this invitation arrived since (revision ${latest!.sequence}, email ${latest!.emailId}): answer that one`
+            : closed === "not_applied"
+            ? refused === "unverified_sender"
+              ? "This update was not applied to the schedule: nothing proves it comes from its organizer (unverified_sender). " +
+                "Take the unauthenticated label off the email to vouch for it, then answer it"
+              : `This update was not applied to the schedule: it does not come from the event's organizer (${refused}). ` +
+                (latestEmailId === null ? "Answer the organizer's own invitation" : `Answer the invitation the schedule holds (email ${latestEmailId})`)
             : "The mailbox organizes or sent this invitation: attendees answer it",
           details: {
             email_id: emailId,
             method: event.method,
             reason: closed,
-            ...(closed === "superseded" ? { latest_email_id: latest!.emailId } : {})
+            ...(closed === "not_applied" && refused !== null ? { not_applied_reason: refused } : {}),
+            ...(latestEmailId === null ? {} : { latest_email_id: latestEmailId })
           }
         })
       }

@@ -59,7 +59,7 @@ export const InvitationAttendee = Schema.Struct({
 export type InvitationAttendee = typeof InvitationAttendee.Type
 
 /** Why the mailbox cannot answer an invitation (INVITATION_NOT_RESPONDABLE's details.reason). */
-export const NotRespondableReason = Schema.Literal("cancelled", "not_a_request", "no_organizer", "own_invitation", "superseded")
+export const NotRespondableReason = Schema.Literal("cancelled", "not_a_request", "no_organizer", "own_invitation", "superseded", "not_applied")
 export type NotRespondableReason = typeof NotRespondableReason.Type
 
 /**
@@ -101,15 +101,18 @@ export const Invitation = Schema.Struct({
   attendees: Schema.Array(InvitationAttendee),
   respondable: Schema.Boolean.annotations({
     description: "Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own, " +
-      "not replaced by an update since"
+      "not replaced by an update since, not a change the schedule refused for who sent it"
   }),
   not_respondable_reason: Schema.NullOr(NotRespondableReason).annotations({
-    description: "Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says: cancelled, not_a_request, no_organizer, " +
-      "own_invitation, superseded (an update of it arrived since: latest_email_id); null when respondable"
+    description: "Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says, one reason, the first that holds: " +
+      "what the email is (cancelled: it calls the event off; not_a_request, no_organizer, own_invitation); then the schedule past its revision " +
+      "(cancelled: called off since, which outranks superseded: an update of it arrived since); then not_applied (this update was refused for " +
+      "who sent it: not_applied_reason; a person vouches for it first); then cancelled (called off at its revision); null when respondable"
   }),
   latest_email_id: Schema.NullOr(Schema.String).annotations({
     description: "The email with the event's revision the mailbox's schedule holds (its latest update, or its cancellation), the one to read " +
-      "and answer: set when superseded, else null"
+      "and answer instead: set when this email is not it and it is superseded, cancelled since (or a cancellation of one occurrence of it), " +
+      "or not_applied; else null"
   }),
   schedule_status: Schema.NullOr(Schema.Literal("confirmed", "tentative", "cancelled")).annotations({
     description: "The event as the mailbox's schedule has it now, whichever email brought its latest revision: cancelled once its organizer " +

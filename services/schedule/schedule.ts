@@ -166,6 +166,13 @@ export interface ScheduleRevision {
   readonly status: EventStatus
 }
 
+/** What `receive` weighs a calendar against: the event as the schedule keeps it, and the email that brought it. */
+interface KeptEntry {
+  readonly role: string
+  readonly emailId: string | null
+  readonly calendar: string
+}
+
 export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -192,13 +199,19 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
        * §3.2, and the calendar's ORGANIZER line is the sender's to write). A new event is entered from
        * anyone: it changes nothing the mailbox had.
        */
-      const senderRefusal = (entry: { readonly role: string; readonly calendar: string } | undefined) => {
+      const senderRefusal = (entry: KeptEntry | undefined) => {
         if (entry === undefined || entry.role === "organizer") return undefined
+        // Nothing to refuse when it would change nothing: the email the schedule holds read again (redelivered, or
+        // read with the mailbox's answer to it), or a copy or an older revision. Refusing those would say of the very
+        // invitation the schedule shows that it was not applied, and keep the mailbox from answering it.
+        if (entry.emailId === email.emailId) return undefined
+        const merged = merge(entry.calendar, invitation)
+        if (merged === undefined || merged === entry.calendar) return undefined
         const organizer = organizerAddress(entry.calendar)
         return organizerAddress(invitation.calendar) !== organizer ? "not_organizer" : organizerRefusal(email.sender, organizer)
       }
       /** Whether the invitation leaves the kept entry as it is: the mailbox's own meeting, or a change refused (and kept as refused). */
-      const ignored = (entry: { readonly role: string; readonly calendar: string } | undefined) =>
+      const ignored = (entry: KeptEntry | undefined) =>
         Effect.gen(function*() {
           if (entry?.role === "organizer") return true
           const refused = senderRefusal(entry)
@@ -212,8 +225,8 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       // The walk first, against the entry as it stands: a rule walked from its first repeat takes up to a
       // quarter of a second, which must not hold the entry's lock (nor, on the embedded database, every
       // other query). Redone in the transaction only when the entry changed meanwhile.
-      const current = (yield* sql<{ role: string; calendar: string }>`
-        SELECT role, calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`)[0]
+      const current = (yield* sql<KeptEntry>`
+        SELECT role, email_id, calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`)[0]
       if (yield* ignored(current)) return undefined
       const expected = merge(current?.calendar, invitation)
       const refusal = expected === undefined ? undefined : unkeepable(expected)

@@ -290,15 +290,63 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     // The organizer calls it off: the accepted card says so, as do the older ones.
     const cancellation = await send("Cancelled: Partner sync", 3, "14", "CANCEL")
     await scheduled("ext-2@partner.test", cancellation, "cancelled")
-    await open(first, "Partner sync (0)")
-    await card.getByText("Cancelled by the organizer").waitFor()
-    await card.getByText("Superseded by a later update").waitFor()
-    await open(moved, "Partner sync (2)")
-    await card.getByRole("heading", { name: "Cancelled: Partner sync" }).waitFor()
-    await card.getByText("Cancelled by the organizer").waitFor()
+    // One state each, the event's last word: cancelled, not also superseded, linking the cancellation.
+    for (const [emailId, subject] of [[first, "Partner sync (0)"], [late, "Partner sync (1)"], [moved, "Partner sync (2)"]] as const) {
+      await open(emailId, subject)
+      await card.getByRole("heading", { name: "Cancelled: Partner sync" }).waitFor()
+      await card.getByText("Cancelled by the organizer").waitFor()
+      expect(await card.getByText("Superseded by a later update").count()).toBe(0)
+      expect(await card.getByRole("link", { name: "Open the latest" }).count()).toBe(1)
+      await expect(card.getByRole("link", { name: "Open the latest" }).getAttribute("href")).resolves.toBe(`#/emails/${cancellation}`)
+      expect(await card.getByRole("button", { name: "Accept" }).count()).toBe(0)
+    }
     await card.getByText(/^You accepted on /).waitFor()
-    await expect(card.getByRole("link", { name: "Open the latest" }).getAttribute("href")).resolves.toBe(`#/emails/${cancellation}`)
+  })
+
+  it("says an update not applied for who sent it is not applied, and why, offering no answer until it is vouched for", async () => {
+    const invitation = (sequence: number, hour: string) =>
+      [
+        "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:ext-3@partner.test", `SEQUENCE:${sequence}`,
+        `DTSTART:${icalDay(5)}T${hour}0000Z`, `DTEND:${icalDay(5)}T${hour}3000Z`, "SUMMARY:Vendor call",
+        "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+        "END:VEVENT", "END:VCALENDAR", ""
+      ].join("\r\n")
+    const send = async (subject: string, sequence: number, hour: string) => {
+      await sendMail(server.smtpPort, {
+        from: "Ada Lovelace <ada@partner.test>",
+        to: address,
+        subject,
+        text: "Vendor call.",
+        icalEvent: { method: "REQUEST", content: invitation(sequence, hour) }
+      })
+      return emailWithSubject(subject)
+    }
+    // A new event is entered from anyone; its move, from the organizer's address with nothing proving it, is not applied.
+    const first = await send("Vendor call", 0, "10")
+    await scheduled("ext-3@partner.test", first)
+    const moved = await send("Vendor call moved", 1, "15")
+    for (let tries = 0; tries < 200; tries++) {
+      if ((await api("GET", `/api/emails/${moved}/invitation`)).not_applied_reason === "unverified_sender") break
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    const card = page.getByRole("region", { name: "Invitation" })
+    await page.goto(`/#/emails/${moved}`)
+    await page.getByRole("heading", { name: "Vendor call moved", level: 1 }).waitFor()
+    await card.getByText("Not applied to the schedule: nothing proves it comes from its sender").waitFor()
     expect(await card.getByRole("button", { name: "Accept" }).count()).toBe(0)
+    expect(await card.getByText("Superseded by a later update").count()).toBe(0)
+    await expect(card.getByRole("link", { name: "Open the one the schedule holds" }).getAttribute("href")).resolves.toBe(`#/emails/${first}`)
+    // Vouched for (the label taken off), it applies: answered there, and the first one is superseded.
+    await api("PATCH", `/api/emails/${moved}`, { remove_labels: ["unauthenticated"] })
+    await scheduled("ext-3@partner.test", moved)
+    await page.goto(`/#/emails/${first}`)
+    await page.getByRole("heading", { name: "Vendor call", level: 1 }).waitFor()
+    await card.getByText("Superseded by a later update").waitFor()
+    await page.goto(`/#/emails/${moved}`)
+    await page.getByRole("heading", { name: "Vendor call moved", level: 1 }).waitFor()
+    await card.getByRole("button", { name: "Accept" }).click()
+    await card.getByText(/^You accepted on /).waitFor()
+    expect(await card.getByText(/^Not applied/).count()).toBe(0)
   })
 
   it("fits a 375 px screen on the meetings page, and had no console error or failed request besides the refusals above", async () => {

@@ -233,6 +233,29 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* sql`SELECT 1 FROM calendar_refusals WHERE email_id = ${id}`).toEqual([])
       }))
 
+    it.effect("what changes nothing is not refused: the email the schedule holds read again, a copy, an older revision, from a sender nothing vouches for", () =>
+      Effect.gen(function*() {
+        const { address, email, receive, list, sql } = yield* world()
+        const unproven: CalendarSender = { from: "grace@partner.test", authenticated: false }
+        const refusals = (ids: ReadonlyArray<string>) => sql`SELECT email_id FROM calendar_refusals WHERE email_id IN ${sql.in(ids)}`
+        const invited = yield* email
+        expect(yield* receive(review(address, 0), invited, unproven)).toMatchObject({ change: "new" })
+        // Read again (redelivered, or with the mailbox's answer to it): announced again, as the worker's redelivery is, and not refused.
+        expect(yield* receive(review(address, 0), invited, unproven)).toMatchObject({ email_id: invited, response: "needs_action" })
+        const copy = yield* email
+        expect(yield* receive(review(address, 0), copy, unproven)).toBeUndefined()
+        const moved = yield* email
+        expect(yield* receive(review(address, 1, "NEEDS-ACTION", "20261203T170000"), moved)).toMatchObject({ change: "updated" })
+        const late = yield* email
+        expect(yield* receive(review(address, 0), late, unproven)).toBeUndefined()
+        expect(yield* refusals([invited, copy, late])).toEqual([])
+        // A change is still refused.
+        const again = yield* email
+        expect(yield* receive(review(address, 2, "NEEDS-ACTION", "20261203T180000"), again, unproven)).toBeUndefined()
+        expect(yield* refusals([again])).toEqual([{ emailId: again }])
+        expect((yield* list()).map((o) => [o.email_id, o.start.date_time])[0]).toEqual([moved, "2026-12-03T16:00:00Z"])
+      }))
+
     it.effect("its own meeting coming back (it invited itself) stays its meeting; a calendar that invites to nothing is not kept", () =>
       Effect.gen(function*() {
         const { address, owner, mailboxId, receive, list, schedule, sql } = yield* world()

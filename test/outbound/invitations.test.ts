@@ -198,6 +198,72 @@ describe("calendar invitations", () => {
     expect(read.summary).toBe("Café crème à Zürich")
   })
 
+  it("does not answer an update the schedule did not apply for who sent it: 422 naming why, nothing sent, until a person vouches for it", async () => {
+    const { box, mailroom } = await owner()
+    const organizer = `${fresh("ada")}@partner.test`
+    const invitation = fixture("google-request.ics").replaceAll("agent@mailroom.test", box.address).replaceAll("ada@partner.test", organizer)
+    const reading = async (emailId: string) => (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(emailId))).data!.data
+    const respond = (emailId: string, status: "accepted" | "declined" | "tentative") =>
+      mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", { ...emailPath(emailId), body: { status } })
+    // A new event is entered from anyone (here its organizer's address, nothing proving it: no SPF, no DKIM).
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Review", text: "Come.", icalEvent: { method: "REQUEST", content: invitation } })
+    const open = await arrived(mailroom, box, "Review")
+    expect(open.labels).toContain("unauthenticated")
+    await until("the invitation on the schedule", async () => (await reading(open.email_id)).schedule_status === "confirmed" || undefined)
+    // Answered, then answered again (a change of mind): reading it again with the answer changes nothing, so refuses nothing.
+    expect((await respond(open.email_id, "accepted")).response.status).toBe(202)
+    expect((await respond(open.email_id, "tentative")).response.status).toBe(202)
+    expect(await reading(open.email_id)).toMatchObject({ respondable: true, not_applied_reason: null, response: { status: "tentative" } })
+
+    // A move from the organizer's address that nothing vouches for, and one from a stranger naming the organizer: neither applied.
+    const moved = (sequence: number) =>
+      invitation.replace("SEQUENCE:0", `SEQUENCE:${sequence}`).replace("DTSTART;TZID=Europe/Paris:20261203T150000", "DTSTART;TZID=Europe/Paris:20261203T170000")
+    const updates = [
+      { from: organizer, subject: "Review moved", sequence: 1, reason: "unverified_sender" },
+      { from: `${fresh("mallory")}@partner.test`, subject: "Review moved again", sequence: 2, reason: "not_organizer" }
+    ] as const
+    for (const { from, subject, sequence, reason } of updates) {
+      await sendMail(suite.server.smtpPort, { from, to: box.address, subject, text: "Later.", icalEvent: { method: "REQUEST", content: moved(sequence) } })
+      const update = await arrived(mailroom, box, subject)
+      await until(`${subject} refused`, async () => (await reading(update.email_id)).not_applied_reason === reason || undefined)
+      // Its reading says it cannot be answered, why, and which email holds the event as the schedule has it.
+      expect(await reading(update.email_id)).toMatchObject({
+        respondable: false,
+        not_respondable_reason: "not_applied",
+        latest_email_id: open.email_id,
+        schedule_status: "confirmed",
+        not_applied_reason: reason,
+        response: null
+      })
+      const refused = await respond(update.email_id, "accepted")
+      expect([refused.response.status, refused.error?.error]).toEqual([422, {
+        code: "INVITATION_NOT_RESPONDABLE",
+        message: reason === "unverified_sender"
+          ? "This update was not applied to the schedule: nothing proves it comes from its organizer (unverified_sender). " +
+            "Take the unauthenticated label off the email to vouch for it, then answer it"
+          : "This update was not applied to the schedule: it does not come from the event's organizer (not_organizer). " +
+            `Answer the invitation the schedule holds (email ${open.email_id})`,
+        details: { email_id: update.email_id, method: "REQUEST", reason: "not_applied", not_applied_reason: reason, latest_email_id: open.email_id }
+      }])
+    }
+    // The schedule keeps the event as it was, with the answer given to it; the invitation it holds is still the one answered.
+    expect(await reading(open.email_id)).toMatchObject({ respondable: true, schedule_status: "confirmed", response: { status: "tentative" } })
+    const { data: schedule } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/schedule", {
+      params: { path: { mailboxId: box.mailboxId }, query: { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z" } }
+    })
+    expect(schedule!.data.map((o) => [o.email_id, o.start.date_time, o.response])).toEqual([[open.email_id, "2026-12-03T14:00:00Z", "tentative"]])
+
+    // A person vouches for the organizer's (takes the label off): it applies, and is answered then.
+    const first = await arrived(mailroom, box, "Review moved")
+    await mailroom.PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: first.email_id } }, body: { remove_labels: ["unauthenticated"] } })
+    await until("the vouched-for update on the schedule", async () => (await reading(open.email_id)).not_respondable_reason === "superseded" || undefined)
+    expect(await reading(first.email_id)).toMatchObject({ respondable: true, not_respondable_reason: null, latest_email_id: null, not_applied_reason: null })
+    expect((await respond(first.email_id, "accepted")).response.status).toBe(202)
+    // Two answers to the invitation, one to the vouched-for update (SEQUENCE 1), none to the stranger's.
+    const sent = await until("the three REPLYs", async () => repliesFrom(box).length === 3 ? repliesFrom(box) : undefined, 20_000)
+    expect(sent.map((m) => m.raw.toString().match(/^SEQUENCE:(\d+)/m)?.[1])).toEqual(["0", "0", "1"])
+  })
+
   it("refuses what cannot be read or answered, each with its status, code and details", async () => {
     const { box, mailroom } = await owner()
     // The calendars' ORGANIZER is the sender: only the organizer's mail changes an event the schedule holds.
@@ -233,7 +299,9 @@ describe("calendar invitations", () => {
       details: { email_id: broken.email_id, attachment_id: expect.stringMatching(/^att_/), reason: "damaged" }
     })
 
+    // An event of its own: the invitation below is to another (a cancellation kept first would call it off at its revision).
     const cancelled = calendar("google-request.ics").replace("METHOD:REQUEST", "METHOD:CANCEL").replace("STATUS:CONFIRMED", "STATUS:CANCELLED")
+      .replace("UID:7kukuqrfedlm2f9t0vl2s1eel9@google.com", "UID:called-off@google.com")
     await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Cancelled", text: "Cancelled.", icalEvent: { method: "CANCEL", content: cancelled } })
     const cancel = await arrived(mailroom, box, "Cancelled")
     expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(cancel.email_id))).data!.data)
@@ -294,8 +362,17 @@ describe("calendar invitations", () => {
     // Vouched for, as an organizer's change must be (nothing here proves its From).
     await mailroom.PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: callingOff.email_id } }, body: { remove_labels: ["unauthenticated"] } })
     await until("the cancellation on the schedule", async () => (await reading(update.email_id)).schedule_status === "cancelled" || undefined)
-    expect(await reading(update.email_id))
-      .toMatchObject({ method: "REQUEST", respondable: false, not_respondable_reason: "superseded", latest_email_id: callingOff.email_id, schedule_status: "cancelled" })
+    // One state, the event's last word: called off outranks replaced, for the update and for the invitation it replaced.
+    for (const older of [update, open]) {
+      expect(await reading(older.email_id))
+        .toMatchObject({ method: "REQUEST", respondable: false, not_respondable_reason: "cancelled", latest_email_id: callingOff.email_id, schedule_status: "cancelled" })
+      const answered = await respond(older.email_id, { status: "accepted" })
+      expect([answered.response.status, answered.error?.error]).toEqual([422, {
+        code: "INVITATION_NOT_RESPONDABLE",
+        message: "The event is cancelled: there is nothing to answer",
+        details: { email_id: older.email_id, method: "REQUEST", reason: "cancelled", latest_email_id: callingOff.email_id }
+      }])
+    }
     expect(await reading(callingOff.email_id)).toMatchObject({ not_respondable_reason: "cancelled", latest_email_id: null, schedule_status: "cancelled" })
   })
 })

@@ -4982,21 +4982,21 @@ export interface components {
             description: string | null;
             email_id: string;
             end: components["schemas"]["EventTime"] | null;
-            /** @description The email with the event's revision the mailbox's schedule holds (its latest update, or its cancellation), the one to read and answer: set when superseded, else null */
+            /** @description The email with the event's revision the mailbox's schedule holds (its latest update, or its cancellation), the one to read and answer instead: set when this email is not it and it is superseded, cancelled since (or a cancellation of one occurrence of it), or not_applied; else null */
             latest_email_id: string | null;
             location: string | null;
             /** @description What the sender asks (iTIP): REQUEST (an invitation, or its update), CANCEL, REPLY (an attendee's answer), PUBLISH (for information, no answer expected), COUNTER, …; null: a calendar file that asks nothing */
             method: string | null;
             /** @description Why this email changed nothing on the mailbox's schedule or meeting because of who sent it: not_organizer (an update or cancellation whose From or ORGANIZER is not the event's organizer), not_attendee (a meeting answer for attendees other than its From), unverified_sender (from that address, but labelled unauthenticated: nothing proves its From; taking the label off applies it); null otherwise */
             not_applied_reason: ("not_organizer" | "not_attendee" | "unverified_sender") | null;
-            /** @description Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says: cancelled, not_a_request, no_organizer, own_invitation, superseded (an update of it arrived since: latest_email_id); null when respondable */
-            not_respondable_reason: ("cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded") | null;
+            /** @description Why it cannot be answered, as INVITATION_NOT_RESPONDABLE's details.reason says, one reason, the first that holds: what the email is (cancelled: it calls the event off; not_a_request, no_organizer, own_invitation); then the schedule past its revision (cancelled: called off since, which outranks superseded: an update of it arrived since); then not_applied (this update was refused for who sent it: not_applied_reason; a person vouches for it first); then cancelled (called off at its revision); null when respondable */
+            not_respondable_reason: ("cancelled" | "not_a_request" | "no_organizer" | "own_invitation" | "superseded" | "not_applied") | null;
             organizer: components["schemas"]["CalendarParty"] | null;
             /** @description How it repeats (its RRULE, e.g. FREQ=WEEKLY;BYDAY=TH); null: once */
             recurrence: string | null;
             /** @description For one occurrence of a repeating event: which */
             recurrence_id: string | null;
-            /** @description Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own, not replaced by an update since */
+            /** @description Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own, not replaced by an update since, not a change the schedule refused for who sent it */
             respondable: boolean;
             /** @description The mailbox's latest answer through Mailroom; null: none yet */
             response: components["schemas"]["InvitationResponse"] | null;
@@ -5026,7 +5026,7 @@ export interface components {
              */
             status: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
         };
-        /** @description INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason */
+        /** @description INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id), or it is an update the schedule did not apply for who sent it (not_applied; details.not_applied_reason: not_organizer, or unverified_sender until a person takes unauthenticated off it; details.latest_email_id the invitation the schedule holds); one reason, the schedule past its revision first (cancelled, then superseded), then not_applied; details: email_id, method, reason, latest_email_id whenever another email holds the event as the schedule has it */
         InvitationNotRespondable: {
             error: {
                 /** @enum {string} */
@@ -5035,6 +5035,7 @@ export interface components {
                     email_id?: string;
                     latest_email_id?: string;
                     method?: string | null;
+                    not_applied_reason?: string;
                     reason?: string;
                 } & {
                     [key: string]: unknown;
@@ -12207,7 +12208,7 @@ export interface operations {
             };
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
-             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason
+             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id), or it is an update the schedule did not apply for who sent it (not_applied; details.not_applied_reason: not_organizer, or unverified_sender until a person takes unauthenticated off it; details.latest_email_id the invitation the schedule holds); one reason, the schedule past its revision first (cancelled, then superseded), then not_applied; details: email_id, method, reason, latest_email_id whenever another email holds the event as the schedule has it
              *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
@@ -25266,7 +25267,7 @@ export interface operations {
             };
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
-             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id); details: email_id, method, reason
+             *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), the mailbox organizes it or sent it (own_invitation), or an update of it arrived since, which is the one to answer (superseded; details.latest_email_id), or it is an update the schedule did not apply for who sent it (not_applied; details.not_applied_reason: not_organizer, or unverified_sender until a person takes unauthenticated off it; details.latest_email_id the invitation the schedule holds); one reason, the schedule past its revision first (cancelled, then superseded), then not_applied; details: email_id, method, reason, latest_email_id whenever another email holds the event as the schedule has it
              *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {

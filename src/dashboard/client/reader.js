@@ -178,6 +178,32 @@ const eventTimes = (start, end) => {
 const ANSWERS = /** @type {const} */ ([["accepted", "Accept"], ["tentative", "Maybe"], ["declined", "Decline"]])
 const ANSWERED = { accepted: "You accepted", tentative: "You answered maybe", declined: "You declined" }
 
+/** Why an email's calendar changed nothing, for who sent it (the API's not_applied_reason), as the card says it. */
+const NOT_APPLIED = /** @type {Record<string, string>} */ ({
+  not_organizer: "it does not come from the event's organizer",
+  not_attendee: "it answers for attendees other than its sender",
+  unverified_sender: "nothing proves it comes from its sender. Take the unauthenticated label off this email to vouch for it"
+})
+
+/**
+ * The one state an invitation's card shows, as the API ranks why an invitation cannot be answered
+ * (services/invitations/invitations.ts closedReason): the schedule moved past this email's revision, "cancelled"
+ * (called off since) outranking "superseded" (an update replaced it); else "not_applied" (this email's change was
+ * refused for who sent it: vouching for it would apply it); else "cancelled" (this email, or the schedule at its
+ * revision, calls it off). A cancellation refused for who sent it called nothing off: it shows as not applied,
+ * unless the schedule has the event called off anyway. null: nothing to say.
+ * @param {any} i the invitation as GET …/invitation answers it
+ * @returns {"cancelled" | "superseded" | "not_applied" | null}
+ */
+const invitationState = (i) => {
+  const reason = i.not_respondable_reason
+  if (i.method === "CANCEL" && i.not_applied_reason && i.schedule_status !== "cancelled") return "not_applied"
+  // An answer (REPLY) or a calendar that asks nothing is about an event the schedule may have called off since.
+  if (reason === "cancelled" || (reason === "not_a_request" && i.schedule_status === "cancelled")) return "cancelled"
+  if (reason === "superseded") return "superseded"
+  return i.not_applied_reason ? "not_applied" : null
+}
+
 /**
  * A calendar invitation the email carries: what, when, where, who, and the mailbox's answer to the
  * organizer (Accept, Maybe, Decline, with an optional note), sent as a calendar reply.
@@ -209,15 +235,16 @@ const Invitation = ({ base }) => {
   const i = invitation
   // The mailbox's own answer is its latest through Mailroom, which the invitation it received cannot know.
   const going = i.attendees.filter((/** @type {any} */ a) => (a.is_mailbox && i.response ? i.response.status : a.status) === "accepted").length
-  // Called off: by this email, or by a later one the schedule has read (the answer given before stays shown).
-  const cancelled = i.method === "CANCEL" || i.status === "cancelled" || i.schedule_status === "cancelled"
-  const superseded = i.not_respondable_reason === "superseded"
-  const latest = i.latest_email_id && html` <a href=${href("emails", i.latest_email_id)}>Open the latest</a>`
+  const state = invitationState(i)
+  const latest = i.latest_email_id && html` <a href=${href("emails", i.latest_email_id)}>${state === "not_applied" ? "Open the one the schedule holds" : "Open the latest"}</a>`
   return html`
     <section class="invitation" aria-label="Invitation">
-      <h2>${cancelled ? "Cancelled: " : i.method === "REPLY" ? "Answer to: " : ""}${i.summary ?? "(no title)"}</h2>
-      ${superseded && html`<p class="note hint" role="status">Superseded by a later update: what this email says is no longer current.${latest}</p>`}
-      ${cancelled && i.method !== "CANCEL" && html`<p class="note error" role="status">Cancelled by the organizer.${!superseded && latest}</p>`}
+      <h2>${
+    state === "cancelled" ? "Cancelled: " : state === "not_applied" && i.method === "CANCEL" ? "Cancellation not applied: " : i.method === "REPLY" ? "Answer to: " : ""
+  }${i.summary ?? "(no title)"}</h2>
+      ${state === "superseded" && html`<p class="note hint" role="status">Superseded by a later update: what this email says is no longer current.${latest}</p>`}
+      ${state === "cancelled" && i.method !== "CANCEL" && html`<p class="note error" role="status">Cancelled by the organizer.${latest}</p>`}
+      ${state === "not_applied" && html`<p class="note error" role="status">${i.method === "REPLY" ? "Not counted" : "Not applied to the schedule"}: ${NOT_APPLIED[i.not_applied_reason] ?? i.not_applied_reason}.${latest}</p>`}
       <dl class="meta">
         <dt>When</dt><dd>${eventTimes(i.start, i.end)}${
     i.recurrence && html` <span class="muted small">repeats: ${i.recurrence}</span>`
