@@ -19,6 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { legacyBytesAsUtf8 } from "../mail/charsets.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import type { BounceScope } from "./bounce-address.ts"
 import { suspendRefused } from "./forwards.ts"
@@ -59,9 +60,20 @@ export const failedRecipients = (deliveryStatus: string): ReadonlyArray<Reported
       return [{ recipient: recipient.replace(/^<|>$/g, "").toLowerCase(), response: diagnostic || `Bounce report: status ${f.get("status") ?? "unknown"}` }]
     })
 
+/** `text` (a binary string) undone from the transfer encoding `encoding` names, as bytes. */
+const transferDecoded = (text: string, encoding: string): Buffer =>
+  encoding === "base64"
+    ? Buffer.from(text.replace(/[^A-Za-z0-9+/=]/g, ""), "base64")
+    : encoding === "quoted-printable"
+    ? Buffer.from(text.replace(/=\r?\n/g, "").replace(/=([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), "latin1")
+    : Buffer.from(text, "latin1")
+
 /**
- * The body of the report's `message/<type>` part. Read from the raw text: mail parsers fold that
- * part into the text body, and RFC 3464 and 5965 keep it 7-bit text, so no decoding is needed.
+ * The body of the report's `message/<type>` part, from the raw message `raw` (a binary string): mail
+ * parsers fold that part into the text body. RFC 3464 and 5965 keep it 7-bit text; RFC 6533's
+ * `message/global-delivery-status` is UTF-8 (`Diagnostic-Code: smtp; 550 5.1.1 Empfänger unbekannt`),
+ * 8-bit or in a transfer encoding: read as UTF-8 (bytes that are no UTF-8, a sender's mistake, as
+ * Windows-1252, as received mail's are).
  */
 const reportPart = (raw: string, type: "delivery-status" | "feedback-report"): string | undefined => {
   const header = new RegExp(`^content-type:[ \\t]*message\\/(?:global-)?${type}\\b[^\\r\\n]*(?:\\r?\\n[ \\t][^\\r\\n]*)*`, "im").exec(raw)
@@ -69,12 +81,17 @@ const reportPart = (raw: string, type: "delivery-status" | "feedback-report"): s
   const rest = raw.slice(header.index + header[0].length)
   const bodyStart = rest.search(/\r?\n\r?\n/)
   if (bodyStart < 0) return undefined
+  // The part's header block: from the last blank or boundary line before its Content-Type to its body.
+  const blockStart = Math.max(raw.lastIndexOf("\n\n", header.index), raw.lastIndexOf("\n\r\n", header.index), raw.lastIndexOf("\n--", header.index), 0)
+  const block = raw.slice(blockStart, header.index + header[0].length + bodyStart)
+  const encoding = /^content-transfer-encoding:[ \t]*([^\s;]+)/im.exec(block)?.[1]?.toLowerCase() ?? "7bit"
   const body = rest.slice(bodyStart).replace(/^\r?\n\r?\n/, "")
   const end = body.search(/\r?\n--/)
-  return end < 0 ? body : body.slice(0, end)
+  return legacyBytesAsUtf8(transferDecoded(end < 0 ? body : body.slice(0, end), encoding)).toString("utf8")
 }
 
-const deliveryStatusOf = (raw: string) => reportPart(raw, "delivery-status")
+/** The `message/delivery-status` (or RFC 6533 `message/global-delivery-status`) body of the report `raw` (a binary string), decoded. */
+export const deliveryStatusOf = (raw: string) => reportPart(raw, "delivery-status")
 
 /** What a feedback report (RFC 5965 §3.5) says: its type, the recipient it names (if any), who reports. */
 export interface Complaint {
