@@ -298,6 +298,18 @@ export type DraftContent = typeof DraftContent.Type
 export const DraftStatus = Schema.Literal("draft", "sending", "sent")
 export type DraftStatus = typeof DraftStatus.Type
 
+/**
+ * What a draft's 409 CONFLICT says in `details` (services/outbound/drafts.ts), on its edit and its send:
+ * the draft, its status when it is being sent or sent, and, when it changed since the `if_updated_at`
+ * given, its `updated_at` now (to read it again by) and the value given.
+ */
+export const DraftConflictDetails = {
+  draft_id: Schema.String.annotations({ description: "The draft" }),
+  status: Schema.optional(DraftStatus.annotations({ description: "Its status: sending or sent; draft when it changed since if_updated_at" })),
+  updated_at: Schema.optional(Schema.String.annotations({ description: "When it changed since if_updated_at: its updated_at now, the version to read again and decide on" })),
+  if_updated_at: Schema.optional(Schema.String.annotations({ description: "When it changed since if_updated_at: the if_updated_at given" }))
+}
+
 /** A draft's content field as answered: what it holds, or null when it holds none (every field is always there). */
 const held = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.NullOr(schema).annotations({ description })
 

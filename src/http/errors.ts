@@ -93,6 +93,41 @@ export const envelope = <E extends ApiError>(cls: ErrorClass<E>): ReturnType<typ
   return made
 }
 
+/** An error's `details` naming `known` (typed) and allowing any other key, as services/errors.ts declares them. */
+export const detailsNaming = <Known extends Schema.Struct.Fields>(known: Known) => Schema.Struct(known, Details)
+
+/**
+ * The envelope of `cls` as some operations answer it, the `details` keys they put typed (`detailsNaming`
+ * them: any other still allowed): for a general code whose details depend on the operation (a draft's
+ * CONFLICT names the draft, its status and updated_at). Those operations declare it in place of
+ * `envelope(cls)`, under a component of its own (`identifier`); every other keeps the class's. The body
+ * is `body(error)` either way, so the keys' types must be what every construction on those operations
+ * puts (the server, encoding with every declared envelope, would otherwise answer through the class's).
+ * Made once per identifier (at module level), as one component is one schema.
+ */
+export const envelopeFor = <E extends ApiError, D extends Details, I>(
+  cls: ErrorClass<E>,
+  variant: { readonly identifier: string; readonly description: string; readonly details: Schema.Schema<D, I> }
+) => {
+  const wire = wireOf(cls)
+  const answer = errorBody(wire.code, variant.details)
+  return Schema.transform(answer, Schema.typeSchema(cls), {
+    strict: true,
+    decode: (answer) =>
+      new cls({
+        message: answer.error.message,
+        ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
+        retryAfter: retryAfterOf(answer.error.details)
+      }),
+    // The class types its details loosely; the keys named are checked as the body is encoded.
+    encode: (error) => body(error) as typeof answer.Type
+  }).annotations({
+    ...HttpApiSchema.annotations({ status: wire.status }),
+    identifier: variant.identifier,
+    description: `${wire.code}: ${variant.description}`
+  })
+}
+
 /**
  * A failure that means "unreachable right now", as opposed to a bug: a bus error, or a connection
  * failure anywhere under it (the database's, or another system's network error), so a 503.

@@ -556,6 +556,45 @@ describe("MCP at /mcp", () => {
       .toMatchObject({ code: "VALIDATION_ERROR", details: { status: expect.any(String) } })
   })
 
+  it("edits or sends only the version read (if_updated_at): a draft changed since is a CONFLICT tool error with its updated_at now, nothing changed or sent", async () => {
+    const { tools } = await mcp.listTools()
+    for (const name of ["update_draft", "send_draft"]) {
+      const argument = tools.find((tool) => tool.name === name)!.inputSchema.properties!["if_updated_at"] as { type?: string; description?: string }
+      expect(argument, name).toMatchObject({ type: "string", description: expect.stringMatching(/updated_at as you last read it.*CONFLICT, details\.updated_at/) })
+    }
+
+    const mailbox = await newBox(suite.url, { user: box.user })
+    const read = (await call(mcp, "create_draft", { mailbox_id: mailbox.mailboxId, to: ["client@partner.test"], subject: "Quote", text: "120 EUR." })).ok
+    const draft = { mailbox_id: mailbox.mailboxId, draft_id: read.draft_id as string }
+    // Changed after it was read (by a person on the dashboard, or another call).
+    const changed = (await call(mcp, "update_draft", { ...draft, text: "1200 EUR." })).ok
+    expect(Date.parse(changed.updated_at)).toBeGreaterThan(Date.parse(read.updated_at))
+    const stale = { code: "CONFLICT", details: { draft_id: draft.draft_id, status: "draft", updated_at: changed.updated_at, if_updated_at: read.updated_at } }
+
+    // Sending or editing the version read is refused, saying the version now; the draft stays as it was changed.
+    const send = await call(mcp, "send_draft", { ...draft, if_updated_at: read.updated_at })
+    expect(send.error).toMatchObject(stale)
+    expect(send.error!.message).toMatch(/nothing was sent/)
+    const edit = await call(mcp, "update_draft", { ...draft, subject: "Quote, revised", if_updated_at: read.updated_at })
+    expect(edit.error).toMatchObject(stale)
+    expect(edit.error!.message).toMatch(/nothing was changed/)
+    expect((await call(mcp, "get_draft", draft)).ok).toEqual(changed)
+    // A value that is no time is refused by its argument.
+    expect((await call(mcp, "send_draft", { ...draft, if_updated_at: "yesterday" })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { if_updated_at: expect.stringMatching(/ISO 8601/) } })
+
+    // Read again, the version now is edited, then sent as edited.
+    const reviewed = await call(mcp, "update_draft", { ...draft, text: "1200 EUR, reviewed.", if_updated_at: send.error!.details!["updated_at"] })
+    expect(reviewed.ok).toMatchObject({ ...draft, text: "1200 EUR, reviewed.", status: "draft" })
+    const sent = await call(mcp, "send_draft", { ...draft, if_updated_at: reviewed.ok.updated_at })
+    expect(sent.ok).toMatchObject({ status: "queued", email_id: expect.any(String) })
+    expect((await call(mcp, "get_email", { email_id: sent.ok.email_id })).ok.text).toContain("1200 EUR, reviewed.")
+    // Without it nothing is checked, as before: an agent sending its own draft.
+    const own = (await call(mcp, "create_draft", { mailbox_id: mailbox.mailboxId, to: ["client@partner.test"], subject: "Own", text: "First." })).ok
+    await call(mcp, "update_draft", { mailbox_id: mailbox.mailboxId, draft_id: own.draft_id, text: "Second." })
+    expect((await call(mcp, "send_draft", { mailbox_id: mailbox.mailboxId, draft_id: own.draft_id })).ok).toMatchObject({ status: "queued" })
+  })
+
   it("blocks a sender for a mailbox or the account, once; a malformed entry is refused by its field; unblocked, it is gone", async () => {
     const blocked = await call(mcp, "block_sender", { entry: "*.Spam.example", mailbox_id: box.mailboxId })
     expect(blocked.ok).toEqual({

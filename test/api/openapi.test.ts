@@ -349,6 +349,50 @@ describe("OpenAPI: a reference people can use", () => {
     }
   })
 
+  it("a draft's edit and send type their CONFLICT's details (draft_id, status, updated_at, if_updated_at); every other CONFLICT is as it was", () => {
+    const ajv = new Ajv2020({ strict: false })
+    const conflictOf = (route: string) => resolve(find(route)!.responses["409"].content["application/json"].schema)
+    const drafts = [
+      "PATCH /v1/api/mailboxes/{mailboxId}/drafts/{draftId}",
+      "PATCH /api/mailboxes/{mailboxId}/drafts/{draftId}",
+      "POST /v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send",
+      "POST /api/mailboxes/{mailboxId}/drafts/{draftId}/send"
+    ]
+    const at = "2026-12-07T09:00:00.123Z"
+    for (const route of drafts) {
+      const schema = conflictOf(route)
+      expect(schema.properties.error.properties.details, route).toMatchObject({
+        required: ["draft_id"],
+        properties: {
+          draft_id: { type: "string" },
+          status: { enum: ["draft", "sending", "sent"] },
+          updated_at: { type: "string" },
+          if_updated_at: { type: "string" }
+        }
+      })
+      const accepts = (details: unknown) =>
+        ajv.validate({ ...schema, components: document.components }, { success: false, error: { code: "CONFLICT", message: "no", details } })
+      // What services/outbound/drafts.ts answers: changed since the version named, sent or being sent, being sent.
+      expect({
+        changed: accepts({ draft_id: "drf_1", status: "draft", updated_at: at, if_updated_at: "2026-12-07T10:00:00+01:00" }),
+        sent: accepts({ draft_id: "drf_1", status: "sent" }),
+        sending: accepts({ draft_id: "drf_1" }),
+        noDraft: accepts({ status: "sent" }),
+        timeAsNumber: accepts({ draft_id: "drf_1", status: "draft", updated_at: Date.parse(at) }),
+        unknownStatus: accepts({ draft_id: "drf_1", status: "queued" })
+      }, route).toEqual({ changed: true, sent: true, sending: true, noDraft: false, timeAsNumber: false, unknownStatus: false })
+    }
+    // Every other operation's CONFLICT keeps the general one: a draft's deletion, an account's registration.
+    const others = operations.filter((operation) => errorsOf(operation).get(409)?.includes("CONFLICT") && !drafts.includes(operation.route))
+    expect(others.map((operation) => operation.route)).toEqual(expect.arrayContaining(["DELETE /v1/api/mailboxes/{mailboxId}/drafts/{draftId}", "POST /api/auth/register"]))
+    for (const operation of others) {
+      const schema = operation.responses["409"].content["application/json"].schema
+      expect((schema.anyOf ?? [schema]).map((member: Json) => member.$ref), operation.route).toContain("#/components/schemas/Conflict")
+      expect(JSON.stringify(schema), operation.route).not.toContain("DraftConflict")
+    }
+    expect(document.components.schemas.Conflict.properties.error.properties.details).toEqual({ type: "object", required: [], properties: {}, additionalProperties: {} })
+  })
+
   it("list routes take limit and offset", () => {
     const lists = operations.filter((operation) => JSON.stringify(operation.responses["200"] ?? {}).includes("#/components/schemas/ListMeta"))
     expect(lists.map((operation) => operation.route)).toEqual(

@@ -4295,6 +4295,31 @@ export interface components {
             to: components["schemas"]["AddressInput"][] | null;
             updated_at: string;
         };
+        /** @description CONFLICT: the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft */
+        DraftConflict: {
+            error: {
+                /** @enum {string} */
+                code: "CONFLICT";
+                details?: {
+                    /** @description The draft */
+                    draft_id: string;
+                    /** @description When it changed since if_updated_at: the if_updated_at given */
+                    if_updated_at?: string;
+                    /**
+                     * @description Its status: sending or sent; draft when it changed since if_updated_at
+                     * @enum {string}
+                     */
+                    status?: "draft" | "sending" | "sent";
+                    /** @description When it changed since if_updated_at: its updated_at now, the version to read again and decide on */
+                    updated_at?: string;
+                } & {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         DraftInput: {
             /** @description Files to attach; null on an update removes it */
             attachments?: components["schemas"]["AttachmentInput"][] | null;
@@ -16517,7 +16542,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            /** @description - CONFLICT: the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft */
             409: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16526,7 +16551,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DraftConflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
@@ -16681,7 +16706,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            /** @description - CONFLICT: the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft */
             409: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -16690,7 +16715,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DraftConflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
@@ -29473,7 +29498,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            /** @description - CONFLICT: the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft */
             409: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29482,7 +29507,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DraftConflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */
@@ -29637,7 +29662,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            /** @description - CONFLICT: the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft */
             409: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -29646,7 +29671,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DraftConflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB (details.max_bytes), or a message or draft over the plan's size (details: size, limit, and index, its place in a batch) */

@@ -37,7 +37,7 @@ import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
-import { DraftInput, DraftStatus, ForwardInput, ReplyInput, SendInput, SuppressionInput } from "../../../services/outbound/schemas.ts"
+import { DraftInput, DraftStatus, ForwardInput, Instant, ReplyInput, SendInput, SuppressionInput } from "../../../services/outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { SearchInput } from "../../../services/search/schemas.ts"
@@ -113,6 +113,20 @@ const Retried = Schema.optional(IdempotencyKey.annotations({
     "Makes a retried call safe: the same key with the same arguments within 24 hours answers the first answer and does nothing new; " +
     "with other arguments it is refused (IDEMPOTENCY_KEY_REUSED). Keys are the account's, shared with the API's Idempotency-Key"
 }))
+
+/**
+ * The version of a draft a change or a send was decided on (the routes' `if_updated_at`): a draft
+ * changed since, by a person or another call, is refused (CONFLICT, its updated_at now in the details)
+ * and nothing is `done`, so what goes is what was reviewed.
+ */
+const IfUpdatedAt = (done: "changed" | "sent") =>
+  Schema.optional(Instant.annotations({
+    description:
+      "The draft's updated_at as you last read it (get_draft, list_drafts, or create_draft's or update_draft's answer): " +
+      `it is ${done} only if it is still that version. Changed since (by a person or another call), the call is refused with ` +
+      `CONFLICT, details.updated_at its updated_at now, and nothing is ${done}: read it again with get_draft and decide on what it holds now. ` +
+      "Left out: no check"
+  }))
 
 /** Labels to add or take off: one change to every email (or thread) named. */
 const Adding = Schema.optional(AddedLabelList.annotations({ description: "Labels to add, such as \"billing\" or \"unread\"" }))
@@ -988,11 +1002,12 @@ export const tools = [
     reach: "args",
     description:
       "Change a draft before it is sent: the fields given replace the draft's own, the rest stay (a field given as " +
-      "null is removed; send_at null unschedules it). Refused (CONFLICT) once it is being sent or sent. Answers the draft as it now is.",
+      "null is removed; send_at null unschedules it). Refused (CONFLICT) once it is being sent or sent, and, with " +
+      "if_updated_at, when it changed since that version. Answers the draft as it now is.",
     annotations: replacing,
-    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), ...DraftInput.fields }),
-    run: (principal, { mailbox_id, draft_id, ...changes }) =>
-      Effect.flatMap(Drafts, (drafts) => drafts.update(principal.userId, mailbox_id, draft_id, changes))
+    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), ...DraftInput.fields, if_updated_at: IfUpdatedAt("changed") }),
+    run: (principal, { mailbox_id, draft_id, if_updated_at, ...changes }) =>
+      Effect.flatMap(Drafts, (drafts) => drafts.update(principal.userId, mailbox_id, draft_id, changes, if_updated_at))
   }),
   tool({
     name: "delete_draft",
@@ -1007,10 +1022,12 @@ export const tools = [
   tool({
     name: "send_draft",
     reach: "args",
-    description: "Send a draft now. Sending a draft that was already sent answers the same email again.",
+    description:
+      "Send a draft now, as it is now. Sending a draft that was already sent answers the same email again. With " +
+      "if_updated_at (the version reviewed), a draft changed since is refused (CONFLICT) and nothing is sent.",
     annotations: { ...sending, idempotentHint: true },
-    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft") }),
-    run: (principal, input) => Effect.flatMap(Drafts, (drafts) => drafts.send(principal.userId, input.mailbox_id, input.draft_id))
+    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), if_updated_at: IfUpdatedAt("sent") }),
+    run: (principal, input) => Effect.flatMap(Drafts, (drafts) => drafts.send(principal.userId, input.mailbox_id, input.draft_id, input.if_updated_at))
   })
 ] as const
 

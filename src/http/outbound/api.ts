@@ -17,6 +17,7 @@ import {
 } from "../../../services/errors.ts"
 import {
   Draft,
+  DraftConflictDetails,
   DraftInput,
   DraftSendInput,
   draftSortFields,
@@ -35,7 +36,7 @@ import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
 import { UnsubscribeResult } from "../../../services/mail/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { envelope } from "../errors.ts"
+import { detailsNaming, envelope, envelopeFor } from "../errors.ts"
 import { OptionalBody } from "../optional-body.ts"
 import { refusingSends } from "./refusals.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -106,6 +107,17 @@ const aboutEmail = <const Name extends string, Payload extends Schema.Schema.Any
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
 
+/**
+ * A draft's edit's and send's 409: being sent or sent, or changed since the version named, its details
+ * typed (the draft, its status, and updated_at to read it again by); a draft's other routes keep CONFLICT's.
+ */
+const DraftConflict = envelopeFor(Conflict, {
+  identifier: "DraftConflict",
+  description: "the draft is being sent or sent (details.status), or it changed since if_updated_at (details.updated_at: its updated_at now; " +
+    "details.if_updated_at: the value given); nothing was changed or sent. details.draft_id names the draft",
+  details: detailsNaming(DraftConflictDetails)
+})
+
 /** A draft's send: no body, or the version of the draft approved. */
 const DraftSendBody = OptionalBody(DraftSendInput, {})
 
@@ -116,7 +128,7 @@ const fromDraft = <const Name extends string>(name: Name, route: `/${string}`) =
     .addSuccess(Ok(SendAccepted), { status: 202 })
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
-    .addError(envelope(Conflict))
+    .addError(DraftConflict)
     .pipe(refusingSends)
     .addError(envelope(PayloadTooLarge))
 
@@ -217,7 +229,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(NotFound))
         .addError(envelope(PayloadTooLarge))
         .addError(envelope(StorageQuotaReached))
-        .addError(envelope(Conflict))
+        .addError(DraftConflict)
         .annotateContext(OpenApi.annotations({
           summary: "Update a draft",
           description: "Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT; " +
