@@ -58,7 +58,8 @@ const eventEndpoints = <const Name extends string>(name: Name) =>
           "from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in " +
           "order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise " +
           "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404; a stream filtered to a mailbox ends once the mailbox " +
-          "is deleted (after the events logged before), and its reconnection is that 404. Filters that leave nothing to hear, as for a webhook " +
+          "is deleted (after the events logged before), and its reconnection is that 404; so does the stream of a key limited to " +
+          "mailboxes once every one of them is deleted (its reconnection is 404 with details.mailboxIds). Filters that leave nothing to hear, as for a webhook " +
           "(only kinds that carry no labels with labels, only kinds about no mailbox with mailbox_id or a key limited to mailboxes), are 400 " +
           "with details.types."
       }))
@@ -80,7 +81,8 @@ const socketEndpoint = HttpApiEndpoint.get("socket", "/ws")
       "lists at least one kind; other fields are refused. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
       "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +
       "the socket with 1008). A subscription whose mailbox is deleted is told NOT_FOUND, and the socket is left without a " +
-      "subscription. On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
+      "subscription; a key limited to mailboxes whose every mailbox is deleted is told NOT_FOUND and the socket closes with 1008. " +
+      "On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
   }))
 
 export class EventsGroup extends eventEndpoints("events")
