@@ -13,7 +13,7 @@
  *   past ASCII, or long).
  *
  * Strings are byte strings (latin1) in both directions: what the client sent and the stored message's
- * bytes pass through unchanged.
+ * bytes pass through unchanged, but for a NUL, which no IMAP string may hold: served as a space.
  */
 import { Either, Schema } from "effect"
 import { isRealWallTime, utcTime } from "../../services/time-zones.ts"
@@ -279,7 +279,13 @@ export class Literal {
 }
 export type Out = null | string | number | Raw | Literal | ReadonlyArray<Out>
 
-const literal = (text: string) => `{${text.length}}\r\n${text}`
+/**
+ * A literal of `text`. No literal holds NUL (RFC 3501 §4.3, §9: CHAR8 begins at %x01), and a message
+ * kept as received may: each NUL is served as a space, a byte for a byte, so RFC822.SIZE and partial
+ * fetches' offsets stay those of the stored message (the API's raw download keeps it). BINARY (RFC
+ * 3516), which could carry it, is not offered.
+ */
+const literal = (text: string) => `{${text.length}}\r\n${text.replaceAll("\u0000", " ")}`
 
 /** One value in IMAP's syntax, as a byte string. */
 export const serialize = (value: Out): string => {
