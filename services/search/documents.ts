@@ -1,7 +1,7 @@
 /**
  * What of an email is searched: its subject, body and readable attachments (text, HTML, PDF, Word:
  * mail/attachment-text.ts), cut into chunks for the embedder (one vector each) and capped for the
- * full-text document.
+ * full-text document; by words, its sender too (display name, address and the address's domain).
  */
 
 /** Characters per chunk: a few paragraphs, the span a sentence encoder still summarises well. */
@@ -75,11 +75,28 @@ export const wordForm = (text: string, indexed = false): string => cjkBigrams(fo
  * - 1: before versions were kept (its accents folded in place by migration 0067).
  * - 2: Chinese, Japanese and Korean runs cut in overlapping pairs, and set apart from the Latin
  *   letters and digits written against them ("ABC株式会社のiPhone" is abc, iphone and the run's pairs).
+ * - 3: the sender's words indexed too (`senderText`). Mail at 2 differs only by them: the index actor
+ *   adds them in place at start (Indexer.addSenderWords, `SENDER_WORDS_FROM`), without `reindex`.
  */
-export const WORDS_VERSION = 2
+export const WORDS_VERSION = 3
+
+/** The version whose mail lacks only its sender's words, which can be added to it in place. */
+export const SENDER_WORDS_FROM = 2
+
+/**
+ * The sender as it is found by words: its display name, its address (one word: a query of the whole
+ * address finds it) and the address's domain (`github.com`). A sender word counts as a body word
+ * does, half a subject word, and not in the document's length: a topical query ranks mail as before.
+ */
+export const senderText = (name: string | null, address: string): string => {
+  const at = address.lastIndexOf("@")
+  const parts = [name ?? "", address, at >= 0 ? address.slice(at + 1) : ""].map((part) => part.trim()).filter((part) => part !== "")
+  // A name that is the address itself (`"a@b.c" <a@b.c>`) is not counted twice.
+  return searchableText(parts.filter((part, i) => parts.findIndex((other) => other.toLowerCase() === part.toLowerCase()) === i).join(" "))
+}
 
 /** What the word forms of a subject and a body may take, in UTF-8: a tsvector's lexemes hold less than 1 MiB. */
-const WORD_BYTES = { subject: 100_000, body: 900_000 } as const
+const WORD_BYTES = { subject: 100_000, body: 900_000, sender: 4_000 } as const
 
 /** `text` cut at a space to at most `max` bytes of UTF-8. */
 const withinBytes = (text: string, max: number): string => {
@@ -90,13 +107,14 @@ const withinBytes = (text: string, max: number): string => {
 }
 
 /**
- * An email's subject and body as their words are indexed (`wordForm`), each within what PostgreSQL
- * can index: CJK cut in pairs takes several times the text's bytes (a long CJK email failed to
- * index), and even uncut, 500,000 characters of CJK are 1.5 MB of UTF-8.
+ * An email's subject, body and sender (`senderText`) as their words are indexed (`wordForm`), each
+ * within what PostgreSQL can index: CJK cut in pairs takes several times the text's bytes (a long
+ * CJK email failed to index), and even uncut, 500,000 characters of CJK are 1.5 MB of UTF-8.
  */
-export const indexedWords = (subject: string, body: string) => ({
+export const indexedWords = (subject: string, body: string, sender = "") => ({
   subject: withinBytes(wordForm(subject, true), WORD_BYTES.subject),
-  body: withinBytes(wordForm(body, true), WORD_BYTES.body)
+  body: withinBytes(wordForm(body, true), WORD_BYTES.body),
+  sender: withinBytes(wordForm(sender, true), WORD_BYTES.sender)
 })
 
 /** The searchable body: the message text, then each readable attachment's. */

@@ -23,7 +23,8 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { chunkText, indexedWords, searchableBody, searchableText, SUBJECT_BOOST, wordCount, WORDS_VERSION } from "./documents.ts"
+import { fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
+import { chunkText, indexedWords, searchableBody, searchableText, SENDER_WORDS_FROM, senderText, SUBJECT_BOOST, wordCount, WORDS_VERSION } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -133,6 +134,9 @@ interface EmailToIndex {
   readonly textBody: string
   readonly sentAt: Date
   readonly fromAddress: string
+  /** The From's display name (`fromNameOf`: the column, or for older mail its stored header). */
+  readonly fromName: string | null
+  readonly fromHeader: HeaderValue | null
   readonly receivedAt: Date
   /** Its document's, when it has one: the model its vectors were made with, how many, and how long that took. */
   readonly model: string | null
@@ -144,8 +148,8 @@ interface EmailToIndex {
 interface Document {
   readonly emailId: string
   readonly email: EmailToIndex
-  /** Its subject and body as their words are indexed (documents.ts `wordForm`). */
-  readonly words: { readonly subject: string; readonly body: string }
+  /** Its subject, body and sender as their words are indexed (documents.ts `wordForm`, `senderText`). */
+  readonly words: { readonly subject: string; readonly body: string; readonly sender: string }
   readonly chunks: ReadonlyArray<string>
   readonly length: number
 }
@@ -168,7 +172,8 @@ const pointNarrowing = (email: { readonly fromAddress: string; readonly received
 const documentOf = (emailId: string, email: EmailToIndex, attachments: ReadonlyArray<string>): Document => {
   const body = searchableBody(email.textBody, attachments)
   const subject = searchableText(email.subject)
-  const words = indexedWords(subject, body)
+  const words = indexedWords(subject, body, senderText(fromNameOf(email), email.fromAddress))
+  // The length BM25 normalises by is the subject's and the body's: the sender's words leave it as it was.
   return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
 }
 
@@ -199,7 +204,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     const load = (emailIds: ReadonlyArray<string>) =>
       sql<EmailToIndex & { readonly id: string }>`
         SELECT e.id, e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
-               e.from_address, e.received_at, d.model, d.chunks, d.processing_ms
+               e.from_address, ${sql.literal(fromNameColumns)}, e.received_at, d.model, d.chunks, d.processing_ms
         FROM emails e
         JOIN mailboxes m ON m.id = e.mailbox_id
         LEFT JOIN search_documents d ON d.email_id = e.id
@@ -207,7 +212,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 
     /**
      * The documents, their postings and the lexicon's counts, for every email of a batch in one
-     * statement, their words read by this version (WORDS_VERSION). A document seen before (a
+     * statement, their words read by this version (WORDS_VERSION): a subject word counts
+     * SUBJECT_BOOST times, a body or sender word once. A document seen before (a
      * redelivery, a new model) keeps its postings, and the version that read them, and is counted in
      * the lexicon once. Rows are written in key order (documents by email, the lexicon by namespace
      * and lexeme), so that concurrent batches lock shared rows in one order.
@@ -220,8 +226,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
                                ${column((r) => r.document.email.mailboxId)}::text[], ${column((r) => r.model)}::text[],
                                ${column((r) => r.chunks)}::int[], ${column((r) => r.processingMs)}::int[],
                                ${column((r) => r.document.length)}::int[], ${column((r) => r.document.words.subject)}::text[],
-                               ${column((r) => r.document.words.body)}::text[])
-            AS i (email_id, user_id, mailbox_id, model, chunks, processing_ms, length, subject, body)
+                               ${column((r) => r.document.words.body)}::text[], ${column((r) => r.document.words.sender)}::text[])
+            AS i (email_id, user_id, mailbox_id, model, chunks, processing_ms, length, subject, body, sender)
         ),
         document AS (
           INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms, words_version)
@@ -235,7 +241,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
                  (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
                    (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
           FROM input i JOIN document d ON d.email_id = i.email_id AND d.fresh
-          CROSS JOIN LATERAL unnest(setweight(to_tsvector('english', i.subject), 'A') || setweight(to_tsvector('english', i.body), 'B'))
+          CROSS JOIN LATERAL unnest(setweight(to_tsvector('english', i.subject), 'A') || setweight(to_tsvector('english', i.body), 'B') ||
+                                    setweight(to_tsvector('english', i.sender), 'C'))
             AS u (lexeme, positions, weights)
         ),
         postings AS (
@@ -418,17 +425,18 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         ORDER BY d.email_id`.pipe(Effect.map((rows) => rows.map((row) => row.emailId)))
 
     /**
-     * Emails of active mailboxes whose words an earlier version read (WORDS_VERSION): found by fewer
-     * words than mail indexed now. `reword` reads them again.
+     * Emails of active mailboxes whose words an earlier version read (WORDS_VERSION) differently from
+     * this one beyond their sender's (which `addSenderWords` adds in place): found by fewer words than
+     * mail indexed now. `reword` reads them again.
      */
     const staleWords = sql<{ emailId: string }>`
       SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
-      WHERE d.words_version < ${WORDS_VERSION} ORDER BY d.email_id`.pipe(Effect.map((rows) => rows.map((row) => row.emailId)))
+      WHERE d.words_version < ${SENDER_WORDS_FROM} ORDER BY d.email_id`.pipe(Effect.map((rows) => rows.map((row) => row.emailId)))
 
     /** How many emails `staleWords` would find. */
     const staleWordsCount = sql<{ count: number }>`
       SELECT count(*)::int AS count FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
-      WHERE d.words_version < ${WORDS_VERSION}`.pipe(Effect.map((rows) => rows[0]?.count ?? 0))
+      WHERE d.words_version < ${SENDER_WORDS_FROM}`.pipe(Effect.map((rows) => rows[0]?.count ?? 0))
 
     /**
      * Read these emails' words again with this version (`mailroom reindex`), keeping their vectors:
@@ -456,6 +464,57 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         sql.withTransaction
       )
       return due.length
+    })
+
+    /**
+     * Give mail whose words version SENDER_WORDS_FROM read (all but its sender's) its sender's words
+     * in place (documents.ts WORDS_VERSION 3), a page at a time: its postings of the sender's lexemes
+     * added (to a lexeme the email holds already, its occurrences added), the lexicon counting the
+     * new ones, its version raised. The document keeps its number and length: what it held is
+     * unchanged but for those postings, and a process holding a lexeme's postings in memory
+     * (postings.ts) reads them all again when its count changes. Answers how many emails it gave them.
+     */
+    const addSenderWords = Effect.fn("Indexer.addSenderWords")(function*() {
+      let added = 0
+      let from = ""
+      for (;;) {
+        const page = yield* sql<{ emailId: string }>`
+          SELECT email_id FROM search_documents WHERE words_version = ${SENDER_WORDS_FROM} AND email_id > ${from}
+          ORDER BY email_id LIMIT ${SWEEP_BATCH}`
+        if (page.length === 0) return added
+        from = page[page.length - 1]!.emailId
+        const emails = yield* load(page.map((row) => row.emailId))
+        const found = [...emails.entries()]
+        if (found.length === 0) continue
+        const senders = found.map(([, email]) => indexedWords("", "", senderText(fromNameOf(email), email.fromAddress)).sender)
+        // Only the documents still at that version: one indexed again since holds its sender's words.
+        const [row] = yield* sql<{ emails: number }>`
+          WITH input AS (
+            SELECT * FROM unnest(${found.map(([id]) => id)}::text[], ${senders}::text[]) AS i (email_id, sender)
+          ),
+          raised AS (
+            UPDATE search_documents d SET words_version = ${WORDS_VERSION}
+            FROM input i WHERE d.email_id = i.email_id AND d.words_version = ${SENDER_WORDS_FROM}
+            RETURNING d.email_id, d.doc, d.user_id, d.mailbox_id, d.length, i.sender
+          ),
+          lexemes AS (
+            SELECT r.user_id, u.lexeme, r.email_id, r.doc, r.mailbox_id, cardinality(u.positions)::real AS frequency, r.length
+            FROM raised r CROSS JOIN LATERAL unnest(to_tsvector('english', r.sender)) AS u (lexeme, positions, weights)
+          ),
+          postings AS (
+            INSERT INTO search_terms AS p (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
+            SELECT * FROM lexemes ORDER BY user_id, lexeme, email_id
+            ON CONFLICT (user_id, lexeme, email_id) DO UPDATE SET frequency = p.frequency + EXCLUDED.frequency
+            RETURNING p.user_id, p.lexeme, (xmax = 0) AS fresh
+          ),
+          counted AS (
+            INSERT INTO search_lexicon AS l (user_id, lexeme, documents)
+            SELECT user_id, lexeme, count(*) FROM postings WHERE fresh GROUP BY user_id, lexeme ORDER BY user_id, lexeme
+            ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + EXCLUDED.documents
+          )
+          SELECT count(*)::int AS emails FROM raised`
+        added += row?.emails ?? 0
+      }
     })
 
     /**
@@ -494,6 +553,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       staleWords,
       staleWordsCount,
       reword,
+      addSenderWords,
       forget,
       purgeDeleted,
       describeVectors
@@ -518,7 +578,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { describeVectors, index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
+    const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -625,6 +685,19 @@ export const IndexerLive = Layer.scopedDiscard(
         )
       ),
       Effect.catchAllCause((cause) => health.report("Could not give the vector index's older vectors their sender and arrival; the next start tries again", cause)),
+      Effect.forkScoped
+    )
+    // Once a start: the sender's words of mail indexed before they were (none after the first).
+    yield* addSenderWords().pipe(
+      Effect.tap((added) =>
+        added === 0 ? Effect.void : Effect.logInfo(
+          `Indexed the sender's name and address of ${added === 1 ? "1 email" : `${added} emails`} indexed by an earlier version: ` +
+            "a search by words now finds mail by who sent it"
+        )
+      ),
+      // Each page is its own statement: a deadlock with mail being indexed loses one page, tried again.
+      Effect.retry(Schedule.intersect(Schedule.recurs(5), Schedule.spaced("10 seconds"))),
+      Effect.catchAllCause((cause) => health.report("Could not index the senders of mail indexed by an earlier version; the next start tries again", cause)),
       Effect.forkScoped
     )
     // Vectors the index lost: said at start and every PURGE_EVERY after, until reindexing embeds them again.

@@ -52,7 +52,8 @@ layer(testDatabase, { timeout: "60 seconds" })("repairText", (it) => {
           const indexer = yield* Indexer
           // Indexed as they were stored: the html-only emails by their subjects alone.
           for (const id of ["eml_r1", "eml_r2", "eml_r3", "eml_r4"]) yield* indexer.index(id)
-          expect(yield* postings("eml_r1")).toEqual(["sign", "sign-in"])
+          // The sender's words beside them (x@example.com: its address and domain).
+          expect(yield* postings("eml_r1")).toEqual(["example.com", "sign", "sign-in", "x@example.com"])
           expect(yield* harbour).toBe(1)
 
           expect(yield* repairText).toEqual({ derived: 2, reread: 0 })
@@ -71,7 +72,7 @@ layer(testDatabase, { timeout: "60 seconds" })("repairText", (it) => {
 
           // Their words are found, each counted once however the email was indexed before.
           expect(yield* postings("eml_r1")).toEqual(expect.arrayContaining(["482913", "code", "harbour", "offic", "sign", "verif"]))
-          expect(yield* postings("eml_r2")).toEqual(["attach", "harbour", "quot"])
+          expect(yield* postings("eml_r2")).toEqual(["attach", "example.com", "harbour", "quot", "x@example.com"])
           expect(yield* harbour).toBe(3)
           const documents = yield* sql<{ n: string }>`SELECT count(*) AS n FROM search_documents WHERE user_id = 'usr_r'`
           expect(Number(documents[0]!.n)).toBe(4)

@@ -227,12 +227,14 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
           expect(outcomes.map((o) => o.outcome)).toEqual(asked.map(() => "indexed"))
           // Four emails of one chunk each: eml_x1's was embedded once.
           expect(calls.reduce((a, b) => a + b, 0)).toBe(4)
-          expect(yield* counts("usr_x")).toEqual({ due: 1, fee: 1, harbour: 2, light: 1, monday: 1 })
-          expect(yield* counts("usr_y")).toEqual({ garden: 1, harbour: 1, light: 1, tour: 1 })
+          // The sender's words too (x@example.com: its address and domain).
+          const sender = { "example.com": 2, "x@example.com": 2 }
+          expect(yield* counts("usr_x")).toEqual({ due: 1, fee: 1, harbour: 2, light: 1, monday: 1, ...sender })
+          expect(yield* counts("usr_y")).toEqual({ garden: 1, harbour: 1, light: 1, tour: 1, ...sender })
           const postings = yield* sql<{ emailId: string; n: string }>`
             SELECT email_id, count(*) AS n FROM search_terms WHERE email_id LIKE 'eml_x%' OR email_id LIKE 'eml_y%'
             GROUP BY email_id ORDER BY email_id`
-          expect(postings.map((p) => [p.emailId, Number(p.n)])).toEqual([["eml_x1", 2], ["eml_x2", 4], ["eml_y1", 2], ["eml_y2", 2]])
+          expect(postings.map((p) => [p.emailId, Number(p.n)])).toEqual([["eml_x1", 4], ["eml_x2", 6], ["eml_y1", 4], ["eml_y2", 4]])
           const documents = yield* sql<{ emailId: string; userId: string; chunks: number }>`
             SELECT email_id, user_id, chunks FROM search_documents WHERE email_id LIKE 'eml_x%' OR email_id LIKE 'eml_y%' ORDER BY email_id`
           expect(documents).toEqual(emails.map((e) => ({ emailId: e.id, userId: e.user, chunks: 1 })))
@@ -318,7 +320,8 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       yield* Effect.provide(Effect.gen(function*() {
         const indexer = yield* Indexer
         expect((yield* indexer.index("eml_r")).outcome).toBe("indexed")
-        expect(yield* words).toEqual(["attach", "lab", "result", "see"])
+        // Its sender's words too (x@example.com: its address and domain).
+        expect(yield* words).toEqual(["attach", "example.com", "lab", "result", "see", "x@example.com"])
         // An attachment this version reads, that the one which indexed the email did not.
         const report = new TextEncoder().encode("The zeolite catalyst doubled the yield.")
         const checksum = createHash("sha256").update(report).digest("hex")
@@ -328,9 +331,20 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         expect((yield* indexer.index("eml_r")).outcome).toBe("already-indexed")
         expect(yield* words).not.toContain("zeolit")
         expect((yield* indexer.refresh("eml_r")).outcome).toBe("indexed")
-        expect(yield* words).toEqual(["attach", "catalyst", "doubl", "lab", "result", "see", "yield", "zeolit"])
+        expect(yield* words).toEqual(["attach", "catalyst", "doubl", "example.com", "lab", "result", "see", "x@example.com", "yield", "zeolit"])
         // Its words counted once each, the old ones not twice.
-        expect(yield* counted).toEqual({ attach: 1, catalyst: 1, doubl: 1, lab: 1, result: 1, see: 1, yield: 1, zeolit: 1 })
+        expect(yield* counted).toEqual({
+          attach: 1,
+          catalyst: 1,
+          doubl: 1,
+          "example.com": 1,
+          lab: 1,
+          result: 1,
+          see: 1,
+          "x@example.com": 1,
+          yield: 1,
+          zeolit: 1
+        })
         const vectors = yield* (yield* Vectors).collection
         expect(yield* vectors.count("usr_r")).toBe(1)
       }), indexerWith())
