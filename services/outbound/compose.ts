@@ -8,7 +8,7 @@
  */
 import { Effect } from "effect"
 import MailComposer from "nodemailer/lib/mail-composer"
-import { detectMimeType } from "nodemailer/lib/mime-funcs"
+import { detectMimeType, encodeWord, foldLines } from "nodemailer/lib/mime-funcs"
 import { textOfHtml } from "../mail/extract/render.ts"
 import { outgoingContentType } from "./attachment-types.ts"
 import { type DkimKey, dkimSign } from "./dkim-signature.ts"
@@ -87,6 +87,29 @@ const attachmentPart = (a: AttachmentInput) => {
 
 const UNDISCLOSED = "undisclosed-recipients:;"
 
+/** The line length the composer folds a header to where it can (RFC 5322 §2.1.1 asks for 78 at most). */
+const FOLD = 76
+const FOLDED = 78
+
+/**
+ * An unstructured field's ASCII value (a subject, a sender's X- field) as the composer can fold within
+ * `limit`: as given when its words allow that, else as encoded words (RFC 2047 lets ASCII be encoded
+ * too), which fold between one another. A word is never broken: a subject of one 1,140-character URL
+ * (an answer's `Re:` keeps it whole) would go as a line over the 998 octets strict receivers take.
+ * A value holding other characters is the composer's to encode whole, as it does.
+ */
+const foldable = (name: string, value: string, limit: number): string =>
+  /[^\x20-\x7e\t]/.test(value) || foldLines(`${name}: ${value}`, FOLD).split("\r\n").every((line) => line.length <= limit)
+    ? value
+    : encodeWord(value, "B", 52)
+
+/**
+ * Whether a message id fits a line: the composer folds In-Reply-To and References between ids, so each
+ * id is a line of its own behind one space at most. One that does not fit is left out (RFC 5322 §3.6.4
+ * lets References be trimmed): received mail may name itself by an id of any length.
+ */
+const fitsALine = (id: string) => Buffer.byteLength(id) + 1 <= MAX_LINE
+
 const toComposer = (address: NamedAddress) => (address.name ? { name: address.name, address: address.address } : address.address)
 
 /**
@@ -111,17 +134,21 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
         to: message.to.length === 0 && message.cc.length === 0 ? UNDISCLOSED : message.to.map(toComposer),
         cc: message.cc.length > 0 ? message.cc.map(toComposer) : undefined,
         replyTo: message.replyTo ? toComposer(message.replyTo) : undefined,
-        subject: message.subject,
+        subject: foldable("Subject", message.subject, FOLDED),
         // An HTML body goes with a text alternative, its text as a mail reader renders it, when none is
         // given: some readers show text only, and HTML alone counts against the sender (MIME_HTML_ONLY).
         text: message.text ?? (message.html === undefined ? undefined : textOfHtml(message.html)),
         html: message.html,
         attachments: message.attachments.map(attachmentPart),
         ...(message.calendar ? { icalEvent: { method: message.calendar.method, content: message.calendar.content } } : {}),
-        headers: { ...message.headers },
+        // A sender's own X- field is encoded only when it could not be sent otherwise: a receiver's automation
+        // reads it. The others here (List-Unsubscribe) are structured, and Mailroom's own.
+        headers: Object.fromEntries(
+          Object.entries(message.headers).map(([name, value]) => [name, /^x-/i.test(name) ? foldable(name, value, MAX_LINE) : value])
+        ),
         messageId: message.messageId,
-        inReplyTo: message.inReplyTo,
-        references: message.references.length > 0 ? [...message.references] : undefined,
+        inReplyTo: message.inReplyTo !== undefined && fitsALine(message.inReplyTo) ? message.inReplyTo : undefined,
+        references: message.references.some(fitsALine) ? message.references.filter(fitsALine) : undefined,
         date: message.date,
         newline: "\r\n",
         disableFileAccess: true,

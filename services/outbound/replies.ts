@@ -12,6 +12,8 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
+import libmime from "libmime"
+import { detectExtension } from "nodemailer/lib/mime-funcs"
 import { NotFound, ValidationError } from "../errors.ts"
 import { escapeHtml } from "../html.ts"
 import { flatAddresses } from "../mail/address-fields.ts"
@@ -51,14 +53,59 @@ const OriginalRow = Schema.Struct({
   sentAt: Schema.DateFromSelf,
   headers: Schema.parseJson(Headers),
   textBody: Schema.String,
-  htmlBody: Schema.NullOr(Schema.String)
+  htmlBody: Schema.NullOr(Schema.String),
+  /** The start of the message as it came (its header, unless that is longer): the address fields as written. */
+  head: Schema.Uint8ArrayFromSelf
 })
 export type Original = typeof OriginalRow.Type
 
-/** The addresses of an address header (groups flattened), as the composer takes them. */
-const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
+/** How much of a message is read for its header's address fields. */
+const HEAD_BYTES = 64 * 1024
+
+/**
+ * The first field `name` (lower case) of the header at the start of `head` as it was written: unfolded,
+ * its encoded words as they are. Undefined when there is none, when the header goes on past `head`, or
+ * when the field holds 8-bit bytes (raw UTF-8, RFC 6532, which the stored header holds as written).
+ */
+const writtenField = (head: Uint8Array, name: string): string | undefined => {
+  const text = Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString("latin1")
+  const end = text.search(/\r?\n\r?\n/)
+  if (end < 0 && head.byteLength >= HEAD_BYTES) return undefined
+  for (const field of (end < 0 ? text : text.slice(0, end)).split(/\r?\n(?![ \t])/)) {
+    const colon = field.indexOf(":")
+    if (colon > 0 && field.slice(0, colon).trim().toLowerCase() === name) {
+      const value = field.slice(colon + 1).replace(/\r?\n/g, "")
+      return /[\x80-\xff]/.test(value) ? undefined : value
+    }
+  }
+  return undefined
+}
+
+/** A display name's encoded words decoded, on one line. */
+const decodedName = (name: string) => {
+  let decoded = name
+  try {
+    decoded = libmime.decodeWords(name)
+  } catch {
+    // An encoded word no charset decoder reads stays as it was written, as the stored header has it.
+  }
+  return decoded.replace(/[\x00-\x1f\x7f]+/g, " ").trim()
+}
+
+/**
+ * The addresses of an address header (groups flattened), as the composer takes them. `value` as written,
+ * its encoded words decoded only once the addresses are found (RFC 2047 §6.1), with `decode`: decoded
+ * first, `=?…?= <chef@…>` for the name `Dupré, "Le Chef"` reads as two people, its quotes lost.
+ */
+const addressesOf = (value: string | undefined, decode: (name: string) => string = (name) => name): ReadonlyArray<NamedAddress> => {
   if (value === undefined || value.trim() === "") return []
-  return flatAddresses(value).flatMap((entry) => (entry.address ? [{ name: entry.name || undefined, address: unquoted(entry.address) }] : []))
+  return flatAddresses(value).flatMap((entry) => (entry.address ? [{ name: decode(entry.name) || undefined, address: unquoted(entry.address) }] : []))
+}
+
+/** The addresses of the original's header field `name` (lower case): as written where it can be read so, else as stored (decoded). */
+const addressField = (original: Original, name: string): ReadonlyArray<NamedAddress> => {
+  const written = writtenField(original.head, name)
+  return written !== undefined ? addressesOf(written, decodedName) : addressesOf(firstHeader(original.headers, name))
 }
 
 /** An address whose local part is quoted without need (`"ada"@example.com`) as the same mailbox is written plainly: ada@example.com. */
@@ -117,8 +164,7 @@ const shown = (addresses: ReadonlyArray<NamedAddress>) =>
 
 /** The block above a forwarded email's text: its header fields as it came, display names and Cc included. */
 const quoteHeader = (original: Original) => {
-  const field = (name: string) => addressesOf(firstHeader(original.headers, name))
-  const [from, to, cc] = [field("from"), field("to"), field("cc")]
+  const [from, to, cc] = [addressField(original, "from"), addressField(original, "to"), addressField(original, "cc")]
   return [
     "---------- Forwarded message ---------",
     `From: ${from.length > 0 ? shown(from) : original.fromAddress}`,
@@ -127,6 +173,26 @@ const quoteHeader = (original: Original) => {
     `To: ${to.length > 0 ? shown(to) : original.toAddresses.join(", ")}`,
     ...(cc.length > 0 ? [`Cc: ${shown(cc)}`] : [])
   ]
+}
+
+/** Characters a file name cannot hold on some system (Windows' reserved ones, a path's separators) or should not (controls). */
+const UNSAFE_IN_FILENAME = /[\x00-\x1f\x7f/\\:*?"<>|]+/g
+
+/**
+ * A name for a part the original carried without one, as a mail client names what it saves: an email
+ * (message/rfc822) by its subject, `<subject>.eml` (`message.eml` without one), anything else
+ * `attachment-<n>` with its type's usual extension (`.pdf`; `.bin` for opaque bytes). Without an
+ * extension, a reader's mail program cannot tell what the file is once saved.
+ */
+const unnamedPart = (contentType: string, content: Uint8Array, position: number): string => {
+  const type = contentType.split(";")[0]!.trim().toLowerCase()
+  if (type === "message/rfc822") {
+    const subject = writtenField(content.subarray(0, HEAD_BYTES), "subject")
+    const name = subject === undefined ? "" : decodedName(subject).replace(UNSAFE_IN_FILENAME, " ").replace(/\s+/g, " ").replace(/^[\s.]+|[\s.]+$/g, "")
+    return `${Array.from(name).slice(0, 100).join("").trim() || "message"}.eml`
+  }
+  const extension = detectExtension(type)
+  return `attachment-${position}.${extension === "*" ? "bin" : extension}`
 }
 
 /** Whether mail can be sent to `address` as the send routes take one (an internationalized domain in either form). */
@@ -139,13 +205,15 @@ const sendable = (address: NamedAddress) => isAddress(withAsciiDomain(address.ad
  * which is left out and told in `unusable` (the primary header's), never sent to or kept in a draft.
  */
 const answerRecipients = (original: Original, all: boolean) => {
-  const header = (name: string) => addressesOf(firstHeader(original.headers, name))
+  const header = (name: string) => addressField(original, name)
   const from = firstHeader(original.headers, "from")
   const primary = original.direction === "outbound"
     ? header("to")
     : header("reply-to").length > 0
     ? header("reply-to")
-    : addressesOf(from ?? original.fromAddress)
+    : from === undefined
+    ? addressesOf(original.fromAddress)
+    : header("from")
   const own = mailboxAddresses(original)
   const to = distinct(primary.filter(sendable), own)
   const cc = all ? notIn(distinct([...header("to"), ...header("cc")].filter(sendable), own), to) : []
@@ -184,8 +252,9 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       Effect.gen(function*() {
         const rows = yield* sql`
           SELECT e.mailbox_id, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.direction, e.message_id, e.subject,
-                 e.from_address, e.to_addresses, e.sent_at, e.headers::text AS headers, e.text_body, e.html_body
-          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+                 e.from_address, e.to_addresses, e.sent_at, e.headers::text AS headers, e.text_body, e.html_body,
+                 substring(b.content FROM 1 FOR ${HEAD_BYTES}) AS head
+          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active' JOIN blobs b ON b.sha256 = e.raw_sha256
           WHERE e.id = ${emailId} AND e.user_id = ${userId}`.pipe(
           Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(OriginalRow))(rows)))
         )
@@ -283,7 +352,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
         WHERE a.email_id = ${emailId} ORDER BY a.position`
       const carried: Array<AttachmentInput> = attachments.map((a, i) => ({
-        filename: a.filename ?? `attachment-${i + 1}`,
+        filename: a.filename ?? unnamedPart(a.contentType, a.content, i + 1),
         // With the charset it came in: without it a mail program reads Latin-1 or UTF-8 text as ASCII.
         content_type: storedContentType(a.contentType, a.charset),
         content: Buffer.from(a.content).toString("base64"),

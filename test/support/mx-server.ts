@@ -3,6 +3,11 @@
  * every message it takes (envelope and raw bytes) and answers RCPT TO as the test scripts it, per
  * recipient: a reply code in turn, the last repeating. With `auth`, it takes mail only from a client
  * that logged in with those credentials (a relay).
+ *
+ * Every message it takes is held to RFC 5322 §2.1.1: no header line over 998 octets (a strict receiver
+ * refuses such mail). It takes one all the same, so the test goes on, and `close` (the suite's afterAll)
+ * fails naming it: every outbound suite asserts it of everything Mailroom sends, at the cost of a scan of
+ * each message's header.
  */
 import { simpleParser } from "mailparser"
 import type { AddressInfo } from "node:net"
@@ -41,7 +46,27 @@ export interface MxServer {
   readonly refuse: (command: "MAIL FROM" | "DATA", reply: { readonly code: number; readonly text: string } | undefined) => void
   /** Hang up on every open connection, as a server ending idle sessions does. */
   readonly dropConnections: () => void
+  /** Fails, once closed, when it took a message with a header line over 998 octets (see above). */
   readonly close: () => Promise<void>
+}
+
+/** The longest line a message may hold, without its CRLF (RFC 5322 §2.1.1). */
+const MAX_LINE = 998
+
+/** The lines of `raw`'s header (top-level, up to the first empty line) longer than 998 octets, with their lengths. */
+export const overlongHeaderLines = (raw: Buffer): Array<{ readonly length: number; readonly start: string }> => {
+  const end = raw.indexOf("\r\n\r\n")
+  const head = raw.subarray(0, end < 0 ? raw.length : end)
+  const lines: Array<{ readonly length: number; readonly start: string }> = []
+  let from = 0
+  while (from <= head.length) {
+    const next = head.indexOf("\r\n", from)
+    const to = next < 0 ? head.length : next
+    if (to - from > MAX_LINE) lines.push({ length: to - from, start: head.subarray(from, from + 40).toString("latin1") })
+    if (next < 0) break
+    from = next + 2
+  }
+  return lines
 }
 
 const replyText: Record<number, string> = {
@@ -54,6 +79,8 @@ const replyText: Record<number, string> = {
 
 export const startMxServer = async (options: { readonly auth?: { readonly user: string; readonly pass: string } } = {}): Promise<MxServer> => {
   const delivered: Array<Delivered> = []
+  /** What `close` fails with: each message taken with a header line over 998 octets. */
+  const overlong: Array<string> = []
   const scripts = new Map<string, { codes: ReadonlyArray<number>; next: number }>()
   const tries = new Map<string, Array<number>>()
   const waiters: Array<() => void> = []
@@ -97,12 +124,14 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
           heldCount++
           return
         }
+        const raw = Buffer.concat(chunks)
+        for (const line of overlongHeaderLines(raw)) overlong.push(`a header line of ${line.length} octets: ${JSON.stringify(line.start)}…`)
         delivered.push({
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           mailFromArgs: { ...(session.envelope.mailFrom ? session.envelope.mailFrom.args || {} : {}) },
           // As the client wrote them: a local part's case is the sender's to keep (RFC 5321 §2.4).
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
-          raw: Buffer.concat(chunks),
+          raw,
           user: typeof session.user === "string" ? session.user : undefined,
           at: performance.now(),
           sessionId: session.id
@@ -155,7 +184,12 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
       // smtp-server keeps its open connections in a set it does not type.
       for (const connection of (server as unknown as { connections: Set<{ close: () => void }> }).connections) connection.close()
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+    close: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      if (overlong.length > 0) {
+        throw new Error(`The test MX took mail over RFC 5322's 998-octet line limit, which a strict receiver refuses:\n${overlong.join("\n")}`)
+      }
+    }
   }
 }
 
