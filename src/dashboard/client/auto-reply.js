@@ -8,6 +8,7 @@ import { useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, TextArea, useReloading, when, WithMailbox } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The fields the server may refuse, each shown by its input (any other refusal below the form). */
 const FIELDS = ["subject", "text", "interval_days", "starts_at", "ends_at"]
@@ -72,7 +73,7 @@ const AutoReplyForm = ({ mailbox }) => {
     <p class="note" role="status">${stateOf(reply)}</p>
     <form class="card" onSubmit=${save} aria-label="Automatic reply">
       <p class="muted small">
-        Each person who writes to ${mailbox.email_address} gets this answer once, as a reply marked automatic. Mailing lists,
+        Each person who writes to ${addressShown(mailbox.email_address)} gets this answer once, as a reply marked automatic. Mailing lists,
         automatic mail, bounces, no-reply senders and spam get none.
       </p>
       <${Field} id="auto-reply-subject" label="Subject (empty: Re: and the subject answered)" value=${subject} onInput=${setSubject}
@@ -100,7 +101,7 @@ const AutoReplyForm = ({ mailbox }) => {
 export const MailboxAutoReply = ({ mailboxId }) => html`
   <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Automatic reply of ${mailbox.email_address}</h1>
+    <h1>Automatic reply of ${addressShown(mailbox.email_address)}</h1>
     <${AutoReplyForm} mailbox=${mailbox} />
   `} />
 `

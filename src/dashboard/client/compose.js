@@ -6,6 +6,7 @@
 import { html } from "htm/preact"
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { call, fieldError, findMailbox } from "./api.js"
+import { addressesShown, addressShown } from "./idn.js"
 import { go } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, TextArea, useAction } from "./ui.js"
 
@@ -130,7 +131,7 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
 
   return html`
     <form class="card" aria-label="New email" ref=${form} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
-      ${address && html`<p class="muted small">From ${name ? html`<strong>${name}</strong> ${`<${address}>`}` : html`<strong>${address}</strong>`}</p>`}
+      ${address && html`<p class="muted small">From ${name ? html`<strong dir="auto">${name}</strong> ${`<${addressShown(address)}>`}` : html`<strong>${addressShown(address)}</strong>`}</p>`}
       <${Field} id="compose-to" label="To" value=${to} onInput=${setTo} required
         hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to", to)} />
       <${Field} id="compose-cc" label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc", cc)} />
@@ -230,9 +231,9 @@ export const ReplyForm = ({ email, all, onClose }) => {
   return html`
     <form class="card" aria-label=${all ? "Reply to all" : "Reply"} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
       <dl class="meta" aria-label="Reply recipients">
-        <dt>To</dt><dd>${to.join(", ") || "(nobody)"}</dd>
-        ${cc.length > 0 && html`<dt>Cc</dt><dd>${cc.join(", ")}</dd>`}
-        <dt>Subject</dt><dd>${answerSubject(email.subject)}</dd>
+        <dt>To</dt><dd dir="auto">${addressesShown(to.join(", ")) || "(nobody)"}</dd>
+        ${cc.length > 0 && html`<dt>Cc</dt><dd dir="auto">${addressesShown(cc.join(", "))}</dd>`}
+        <dt>Subject</dt><dd dir="auto">${answerSubject(email.subject)}</dd>
       </dl>
       <${TextArea} id="reply-text" label="Your reply" value=${text} onInput=${setText} error=${fieldError(error, "text")} autofocus />
       <${ErrorNote} error=${error} labels=${{ text: "Your reply" }} />

@@ -15,6 +15,7 @@ import { allMailboxes, ApiError, call, fieldError, findMailbox, isNotFound, quer
 import { formatRecipients, MESSAGE_LABELS, parseRecipients, recipientError } from "./compose.js"
 import { onDelivery, onDrafts } from "./live.js"
 import { HtmlPreview } from "./mail-frame.js"
+import { addressShown } from "./idn.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useAction, useReloading, when } from "./ui.js"
 
@@ -78,10 +79,10 @@ const Forwarded = ({ emailId }) => {
   const names = email.attachments.map((/** @type {any} */ a, /** @type {number} */ i) => a.filename ?? `attachment-${i + 1}`)
   return html`
     <section class="forwarded" aria-label="Forwarded email">
-      <div class="small">${`Forwards “${email.subject || "(no subject)"}” from ${email.from_name ? `${email.from_name} <${email.from}>` : email.from}${
+      <div class="small" dir="auto">${`Forwards “${email.subject || "(no subject)"}” from ${email.from_name ? `${email.from_name} <${email.from}>` : email.from}${
     names.length > 0 ? `, with ${names.length === 1 ? "1 attachment" : `${names.length} attachments`} (${names.join(", ")})` : ", no attachments"
   }. Below the note, the message carries:`}</div>
-      <pre class="mail-text draft-text" aria-label="Forwarded text">${forwardedText(email)}</pre>
+      <pre class="mail-text draft-text" dir="auto" aria-label="Forwarded text">${forwardedText(email)}</pre>
       ${email.html && html`
         <details><summary class="small">The forwarded email's HTML version (sent along; mail programs show it)</summary>
           <${HtmlPreview} title="HTML version of the forwarded email" html=${email.html} /></details>`}
@@ -230,10 +231,10 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
   return html`
     <li class="item wrap" aria-label=${"Draft: " + title}>
       <div class="grow">
-        <div><strong>${title}</strong> <span class="tag">${kindOf(draft)}</span> <span class=${"tag " + (draft.status === "sent" ? "succeeded" : "")}>${
+        <div><strong dir="auto">${title}</strong> <span class="tag">${kindOf(draft)}</span> <span class=${"tag " + (draft.status === "sent" ? "succeeded" : "")}>${
     draft.status === "draft" ? (scheduled ? "scheduled" : "awaiting approval") : draft.status
   }</span></div>
-        <div class="muted small">${address ? `From ${address} · ` : ""}To ${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "the original's sender" : formatRecipients(draft.to) || "nobody yet"}${
+        <div class="muted small" dir="auto">${address ? `From ${addressShown(address)} · ` : ""}To ${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "the original's sender" : formatRecipients(draft.to) || "nobody yet"}${
     draft.cc?.length ? ` · Cc ${formatRecipients(draft.cc)}` : ""
   }${draft.bcc?.length ? ` · Bcc ${formatRecipients(draft.bcc)}` : ""}${
     draft.reply_to ? ` · Replies to ${formatRecipients([draft.reply_to])}` : ""
@@ -245,15 +246,15 @@ const DraftItem = ({ draft, address, run, onMeanwhile }) => {
           ${stale === "save" && html`<p class="notice">${`Not saved: this draft was changed (by its agent, or elsewhere) while you edited it. It now goes to ${formatRecipients(base.to) || "nobody yet"}${
     base.cc?.length ? `, Cc ${formatRecipients(base.cc)}` : ""
   }${base.bcc?.length ? `, Bcc ${formatRecipients(base.bcc)}` : ""}, with the subject “${base.subject ?? ""}”, and reads as below; your edits are still in the form: Save draft puts them in its place, Cancel keeps it as it is.`}</p>
-            ${base.text && html`<pre class="mail-text draft-text" aria-label="The draft as it is now">${base.text}</pre>`}`}
+            ${base.text && html`<pre class="mail-text draft-text" dir="auto" aria-label="The draft as it is now">${base.text}</pre>`}`}
           ${editing && stale === null && draft.updated_at !== base.updated_at && html`<p class="notice">This draft was changed (by its agent, or elsewhere) since you began editing it: saving will show you how.</p>`}
         </div>
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
         ${!editing && draft.html && html`
           <${HtmlPreview} title=${"HTML version of " + title} html=${draft.html} />`}
         ${!editing && draft.text && (draft.html
-          ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text">${draft.text}</pre></details>`
-          : html`<pre class="mail-text draft-text">${draft.text}</pre>`)}
+          ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text" dir="auto">${draft.text}</pre></details>`
+          : html`<pre class="mail-text draft-text" dir="auto">${draft.text}</pre>`)}
         ${!editing && draft.forward_of && html`<${Forwarded} emailId=${draft.forward_of} />`}
         ${draft.attachments.length > 0 && html`<div class="small">Attachments: ${draft.attachments.map((/** @type {any} */ a) => a.filename).join(", ")}</div>`}
         ${draft.list_unsubscribe && html`<div class="small">With an unsubscribe link: the recipient can stop the account's mail in one click.</div>`}
@@ -370,7 +371,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
   if (mailbox === null || isNotFound(failure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
   return html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Drafts${mailbox ? ` of ${mailbox.email_address}` : ""}</h1>
+    <h1>Drafts${mailbox ? ` of ${addressShown(mailbox.email_address)}` : ""}</h1>
     <div class="actions"><a class="button secondary" href=${href("mailboxes", mailboxId, "compose")}>New email</a></div>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`

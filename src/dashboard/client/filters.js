@@ -9,6 +9,7 @@ import { html } from "htm/preact"
 import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, fieldErrorWithin as errorAt } from "./api.js"
 import { count, ErrorNote, Field, LoadFailed, MailboxesUnread, useMailboxChoices, useReloading, when } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The largest page the list answers; an account keeps at most 100 filters. */
 const PAGE = 100
@@ -137,7 +138,7 @@ const FilterForm = ({ choices, editing, onSaved, onCancel }) => {
           <label for="filter-mailbox">Mailbox</label>
           <select id="filter-mailbox" value=${mailboxId} onChange=${(/** @type {any} */ e) => setMailboxId(e.currentTarget.value)}>
             <option value="">Every mailbox</option>
-            ${mailboxes.map((m) => html`<option key=${m.mailbox_id} value=${m.mailbox_id}>${m.email_address}</option>`)}
+            ${mailboxes.map((m) => html`<option key=${m.mailbox_id} value=${m.mailbox_id}>${addressShown(m.email_address)}</option>`)}
           </select>
           <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
         </div>
@@ -169,11 +170,11 @@ const FilterItem = ({ filter, mailboxes, run, onEdit }) => {
       <div class="grow">
         ${filter.name === null
   ? html`<strong>When ${conditionsText(filter.conditions)}: ${actionsText(filter.actions)}.</strong>`
-  : html`<strong>${filter.name}</strong>`}${" "}
+  : html`<strong dir="auto">${filter.name}</strong>`}${" "}
         ${!filter.enabled && html`<span class="tag">off</span>`}
         ${filter.name !== null && html`<div class="small">When ${conditionsText(filter.conditions)}: ${actionsText(filter.actions)}.</div>`}
         <div class="muted small">
-          ${filter.mailbox_id ? (mailbox?.email_address ?? "One mailbox") : "Every mailbox"} · ${count(filter.matched_count, "email", "emails")} filtered${
+          ${filter.mailbox_id ? (mailbox ? addressShown(mailbox.email_address) : "One mailbox") : "Every mailbox"} · ${count(filter.matched_count, "email", "emails")} filtered${
   filter.last_matched_at ? `, last ${when(filter.last_matched_at)}` : ""
 }
         </div>

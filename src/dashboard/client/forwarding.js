@@ -10,6 +10,7 @@ import { useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, LoadFailed, useReloading, when, WithMailbox } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** How each state shows. */
 const STATES = /** @type {Record<string, { tag: string, label: string }>} */ ({
@@ -84,7 +85,7 @@ const Addresses = ({ mailbox }) => {
 export const MailboxForwarding = ({ mailboxId }) => html`
   <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Forwarding of ${mailbox.email_address}</h1>
+    <h1>Forwarding of ${addressShown(mailbox.email_address)}</h1>
     <${Addresses} mailbox=${mailbox} />
   `} />
 `

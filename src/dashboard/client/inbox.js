@@ -3,6 +3,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { coalesced, onMail } from "./live.js"
+import { addressShown } from "./idn.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
 import {
@@ -68,9 +69,9 @@ const EmailLink = ({ item: email }) => {
   const who = counterpart(email)
   return html`
   <a class="mail-link" href=${href("emails", email.email_id)}>
-    <span class="from" title=${who.title}>${email.labels.includes("unread") && html`<span class="dot" aria-label="Unread"></span>`}${who.name}</span>
-    <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
-    <span class="snippet muted">${email.snippet}</span>
+    <span class="from" title=${who.title}>${email.labels.includes("unread") && html`<span class="dot" aria-label="Unread"></span>`}<span dir="auto">${who.name}</span></span>
+    <span class="subject"><span class="clip" dir="auto" title=${email.subject || undefined}>${email.subject || "(no subject)"}</span>${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+    <span class="snippet muted" dir="auto" title=${email.snippet || undefined}>${email.snippet}</span>
     <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
   </a>
 `
@@ -407,7 +408,7 @@ export const MailboxInbox = ({ mailboxId }) => {
     setLookups(lookups + 1)
   }
   return html`
-    <h1>${mailbox ? mailbox.email_address : "Inbox"}</h1>
+    <h1 title=${mailbox && addressShown(mailbox.email_address) !== mailbox.email_address ? mailbox.email_address : undefined}>${mailbox ? addressShown(mailbox.email_address) : "Inbox"}</h1>
     ${mailbox && html`
       <div class="actions">
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>

@@ -9,6 +9,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, MailboxesUnread, useMailboxChoices, when } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The expiries offered: SPEC allows 1-365 days. */
 const EXPIRIES = /** @type {const} */ ([["", "Never"], ["30", "In 30 days"], ["90", "In 90 days"], ["180", "In 180 days"], ["365", "In a year"]])
@@ -129,7 +130,10 @@ export const KeysPage = () => {
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
   const [readOnly, setReadOnly] = useState(false)
   /** A key's mailbox by its address; by its id until the mailboxes are read (or when they could not be). @param {string} id */
-  const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? (choices.read ? "a deleted mailbox" : id)
+  const addressOf = (id) => {
+    const found = mailboxes.find((m) => m.mailbox_id === id)
+    return found ? addressShown(found.email_address) : choices.read ? "a deleted mailbox" : id
+  }
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
   // The key being changed, if any.

@@ -6,6 +6,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, query } from "./api.js"
+import { addressShown, domainShown } from "./idn.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, when } from "./ui.js"
 
@@ -32,7 +33,7 @@ const useAddressCheck = (localPart, domain, excludeMailboxId) => {
         const path = "/api/mailboxes/check-email" + query({ local_part: localPart, domain, exclude_mailbox_id: excludeMailboxId })
         const answer = await call("GET", path)
         const result = answer.data ?? answer
-        if (live) setVerdict(result.valid ? { valid: true, message: `${result.email_address} is available` } : { valid: false, message: result.message })
+        if (live) setVerdict(result.valid ? { valid: true, message: `${addressShown(result.email_address)} is available` } : { valid: false, message: result.message })
       } catch (failure) {
         if (live) setVerdict({ valid: false, message: failure instanceof Error ? failure.message : String(failure) })
       }
@@ -56,7 +57,7 @@ const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict
     <div class="field">
       <label for=${id + "-domain"}>Domain</label>
       <select id=${id + "-domain"} value=${domain} onChange=${(/** @type {any} */ e) => setDomain(e.currentTarget.value)}>
-        ${domains.map((name) => html`<option value=${name}>@${name}</option>`)}
+        ${domains.map((name) => html`<option value=${name}>@${domainShown(name)}</option>`)}
       </select>
     </div>
   </div>
@@ -116,6 +117,9 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
   const checked = useAddressCheck(mode === "rename" && !unchanged ? localPart : "", domain, mailbox.mailbox_id)
   const verdict = mode === "rename" && unchanged ? { valid: false, message: "This is the mailbox's address now: type the new one." } : checked
   const path = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}`
+  // Shown with an internationalized domain in Unicode (idn.js); deleting takes either spelling, and tells the server the stored one.
+  const shown = addressShown(mailbox.email_address)
+  const confirmed = confirmation === mailbox.email_address || confirmation === shown
 
   /** @param {() => Promise<unknown>} action */
   const run = async (action) => {
@@ -132,16 +136,16 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
   return html`
     <li class="item wrap">
       <div class="grow">
-        <a href=${href("mailboxes", mailbox.mailbox_id)}><strong>${mailbox.email_address}</strong></a>
-        ${mailbox.display_name && html` <span class="muted">(${mailbox.display_name})</span>`}
+        <a href=${href("mailboxes", mailbox.mailbox_id)} title=${shown === mailbox.email_address ? undefined : mailbox.email_address}><strong>${shown}</strong></a>
+        ${mailbox.display_name && html` <span class="muted">(<span dir="auto">${mailbox.display_name}</span>)</span>`}
         <div class="muted small">Created ${when(mailbox.created_at)}</div>
       </div>
       ${mode === "view" && html`
         <div class="actions">
-          <button type="button" class="secondary" onClick=${() => setMode("rename")} aria-label=${"Rename " + mailbox.email_address}>Rename</button>
+          <button type="button" class="secondary" onClick=${() => setMode("rename")} aria-label=${"Rename " + shown}>Rename</button>
           <button type="button" class="secondary" onClick=${() => (setName(mailbox.display_name ?? ""), setMode("name"))}
-            aria-label=${"Set the name of " + mailbox.email_address}>Name</button>
-          <button type="button" class="danger" onClick=${() => setMode("delete")} aria-label=${"Delete " + mailbox.email_address}>Delete</button>
+            aria-label=${"Set the name of " + shown}>Name</button>
+          <button type="button" class="danger" onClick=${() => setMode("delete")} aria-label=${"Delete " + shown}>Delete</button>
         </div>`}
       ${mode === "rename" && html`
         <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("PATCH", path, { local_part: localPart, domain })))}>
@@ -162,12 +166,12 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
           </div>
         </form>`}
       ${mode === "delete" && html`
-        <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("DELETE", path, { confirm_email_address: confirmation })))}>
-          <p>Deleting hides the mailbox and all its mail. Type <strong>${mailbox.email_address}</strong> to confirm.</p>
+        <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("DELETE", path, { confirm_email_address: confirmed ? mailbox.email_address : confirmation })))}>
+          <p>Deleting hides the mailbox and all its mail. Type <strong>${shown}</strong> to confirm.</p>
           <${Field} id=${"confirm-" + mailbox.mailbox_id} label="Mailbox address" value=${confirmation} onInput=${setConfirmation} autocomplete="off" />
           <${ErrorNote} error=${error} />
           <div class="actions">
-            <button type="submit" class="danger" disabled=${confirmation !== mailbox.email_address}>Delete mailbox</button>
+            <button type="submit" class="danger" disabled=${!confirmed}>Delete mailbox</button>
             <button type="button" class="secondary" onClick=${() => setMode("view")}>Cancel</button>
           </div>
         </form>`}

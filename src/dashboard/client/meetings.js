@@ -10,6 +10,7 @@ import { useState } from "preact/hooks"
 import { call, fieldError, fieldErrorWithin } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, lastDay, LoadFailed, TextArea, useReloading, WithMailbox } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The fields the server may refuse, each shown by its input (any other refusal below the form). */
 const FIELDS = ["summary", "start", "end", "attendees", "location", "url", "description"]
@@ -56,9 +57,9 @@ const MeetingCard = ({ meeting, onCancel }) => {
   const cancelled = meeting.status === "cancelled"
   return html`
     <li class="card meeting" aria-label=${meeting.summary}>
-      <h2>${meeting.summary} ${cancelled && html`<span class="tag failed">cancelled</span>`}</h2>
+      <h2><span dir="auto">${meeting.summary}</span> ${cancelled && html`<span class="tag failed">cancelled</span>`}</h2>
       <p class="muted">${shown(meeting.start, meeting.end)}${meeting.recurrence ? `, repeating (${meeting.recurrence})` : ""}${
-    meeting.location ? ` · ${meeting.location}` : ""
+    meeting.location ? html` · <span dir="auto">${meeting.location}</span>` : ""
   }</p>
       <ul class="tags" aria-label=${`Answers to ${meeting.summary}`}>
         ${meeting.attendees.map((/** @type {any} */ a) => html`
@@ -105,7 +106,7 @@ const Upcoming = ({ occurrences }) =>
         ${occurrences.map((o) => html`
           <li key=${`${o.uid} ${o.recurrence_id ?? ""}`} class=${o.busy ? "" : "free"}>
             <time datetime=${o.start.date_time ?? o.start.date}>${when(o.start, o.end)}</time>
-            <span class="what">${o.summary ?? "(no title)"}${o.location ? html` <span class="muted">· ${o.location}</span>` : ""}</span>
+            <span class="what"><span dir="auto">${o.summary ?? "(no title)"}</span>${o.location ? html` <span class="muted">· <span dir="auto">${o.location}</span></span>` : ""}</span>
             <span class="tags">
               <span class="tag">${o.role === "organizer" ? "yours" : `from ${o.organizer?.name ?? o.organizer?.address ?? "someone"}`}</span>
               ${o.role === "attendee" && html`<span class=${"tag " + (ANSWER_TAGS[o.response] ?? "")}>${ANSWER_WORDS[o.response] ?? o.response}</span>`}
@@ -179,7 +180,7 @@ const Meetings = ({ mailbox }) => {
         </ul>`}
     <form class="card" onSubmit=${schedule} aria-label="Schedule a meeting">
       <h2>Schedule a meeting</h2>
-      <p class="muted small">Each attendee gets an invitation from ${mailbox.email_address} that their calendar answers.</p>
+      <p class="muted small">Each attendee gets an invitation from ${addressShown(mailbox.email_address)} that their calendar answers.</p>
       <${Field} id="meeting-summary" label="Title" value=${summary} onInput=${setSummary} required error=${fieldError(error, "summary")} />
       <div class="row-form schedule">
         <${Field} id="meeting-start" label="Starts" type="datetime-local" value=${start} onInput=${setStart} required
@@ -202,7 +203,7 @@ const Meetings = ({ mailbox }) => {
 export const MailboxMeetings = ({ mailboxId }) => html`
   <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Meetings of ${mailbox.email_address}</h1>
+    <h1>Meetings of ${addressShown(mailbox.email_address)}</h1>
     <${Meetings} mailbox=${mailbox} />
   `} />
 `

@@ -7,6 +7,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
 import { MailFrame, mailDocument } from "./mail-frame.js"
+import { addressesShown, addressShown, storedTitle } from "./idn.js"
 import { backToList, go, href } from "./router.js"
 import { ConfirmDelete, ErrorNote, lastDay, size, useAction, when } from "./ui.js"
 
@@ -52,14 +53,14 @@ const Labels = ({ email, onChanged }) => {
     <div class="labels" ref=${box}>
       <ul class="tags" aria-label="Labels">
         ${email.labels.map((/** @type {string} */ name) => html`
-          <li key=${name} class="tag">${name}${!FACT_LABELS.includes(name) && html`
+          <li key=${name} class="tag"><span dir="auto">${name}</span>${!FACT_LABELS.includes(name) && html`
             <button type="button" class="link remove" aria-label=${`Remove label ${name}`}
               onClick=${() => remove(name)}>×</button>`}</li>`)}
       </ul>
       <form class="inline-form" aria-label="Add a label"
         onSubmit=${async (/** @type {Event} */ e) => (e.preventDefault(), (await change({ add_labels: [label] })) && setLabel(""))}>
         <label for="new-label" class="visually-hidden">New label</label>
-        <input id="new-label" value=${label} placeholder="New label" maxLength=${64}
+        <input id="new-label" value=${label} placeholder="New label" maxLength=${64} dir="auto"
           onInput=${(/** @type {any} */ e) => setLabel(e.currentTarget.value)} />
         <button type="submit" class="secondary" disabled=${label.trim() === ""}>Add label</button>
       </form>
@@ -142,14 +143,14 @@ const Attachment = ({ base, attachment }) => {
   }
   const shown = text !== null || error !== null
   return html`
-    <li><a href=${path} download>${attachment.filename ?? attachment.attachment_id}</a>
+    <li><a href=${path} download dir="auto">${attachment.filename ?? attachment.attachment_id}</a>
       <span class="muted small"> ${attachment.content_type}, ${size(attachment.size)}</span>
       ${!NEVER_TEXT.test(attachment.content_type) && html` <button type="button" class="link" aria-expanded=${shown} disabled=${busy}
         onClick=${toggle}>${busy ? "Reading…" : shown ? "Hide text" : "Show text"}</button>`}
       <${ErrorNote} error=${error} />
       ${text && html`
         <p class="muted small">${describeText(text)}</p>
-        <pre class="mail-text" aria-label=${`Text of ${attachment.filename ?? "the attachment"}`}>${text.text}</pre>`}
+        <pre class="mail-text" dir="auto" aria-label=${`Text of ${attachment.filename ?? "the attachment"}`}>${text.text}</pre>`}
     </li>`
 }
 
@@ -241,7 +242,7 @@ const Invitation = ({ base }) => {
     <section class="invitation" aria-label="Invitation">
       <h2>${
     state === "cancelled" ? "Cancelled: " : state === "not_applied" && i.method === "CANCEL" ? "Cancellation not applied: " : i.method === "REPLY" ? "Answer to: " : ""
-  }${i.summary ?? "(no title)"}</h2>
+  }<span dir="auto">${i.summary ?? "(no title)"}</span></h2>
       ${state === "superseded" && html`<p class="note hint" role="status">Superseded by a later update: what this email says is no longer current.${latest}</p>`}
       ${state === "cancelled" && i.method !== "CANCEL" && html`<p class="note error" role="status">Cancelled by the organizer.${latest}</p>`}
       ${state === "not_applied" && html`<p class="note error" role="status">${i.method === "REPLY" ? "Not counted" : "Not applied to the schedule"}: ${NOT_APPLIED[i.not_applied_reason] ?? i.not_applied_reason}.${latest}</p>`}
@@ -249,8 +250,10 @@ const Invitation = ({ base }) => {
         <dt>When</dt><dd>${eventTimes(i.start, i.end)}${
     i.recurrence && html` <span class="muted small">repeats: ${i.recurrence}</span>`
   }</dd>
-        ${i.location && html`<dt>Where</dt><dd>${i.location}</dd>`}
-        ${i.organizer && html`<dt>Organizer</dt><dd>${i.organizer.name ? `${i.organizer.name} <${i.organizer.address}>` : i.organizer.address}</dd>`}
+        ${i.location && html`<dt>Where</dt><dd dir="auto">${i.location}</dd>`}
+        ${i.organizer && html`<dt>Organizer</dt><dd>${i.organizer.name && html`<span dir="auto">${i.organizer.name}</span> `}${
+    i.organizer.name ? `<${addressShown(i.organizer.address)}>` : addressShown(i.organizer.address)
+  }</dd>`}
         ${i.attendees.length > 0 && html`<dt>Guests</dt><dd>${i.attendees.length} invited, ${going} going</dd>`}
       </dl>
       ${i.response && html`<p class="note" role="status">${ANSWERED[/** @type {keyof typeof ANSWERED} */ (i.response.status)]} on ${new Date(i.response.responded_at).toLocaleString()}.</p>`}
@@ -396,14 +399,16 @@ export const ReaderPage = ({ emailId }) => {
   return html`
     <p><a href=${back.href}>${back.label}</a></p>
     <article class="card reader">
-      <h1>${email.subject || "(no subject)"}</h1>
+      <h1 dir="auto">${email.subject || "(no subject)"}</h1>
       <dl class="meta">
-        <dt>From</dt><dd>${email.from_name ? `${email.from_name} <${email.from}>` : email.from}${
+        <dt>From</dt><dd title=${storedTitle(email.from)}>${email.from_name && html`<span dir="auto">${email.from_name}</span> `}${
+    email.from_name ? `<${addressShown(email.from)}>` : addressShown(email.from)
+  }${
     email.direction === "inbound" && email.from.includes("@") && html` <a class="small" href=${`${href("mailboxes", email.mailbox_id)}?${new URLSearchParams({ from: email.from })}`}>All mail from them</a>`
   }</dd>
-        <dt>To</dt><dd>${to}</dd>
-        ${email.cc.length > 0 && html`<dt>Cc</dt><dd>${email.cc.join(", ")}</dd>`}
-        ${email.reply_to.length > 0 && html`<dt>Reply-To</dt><dd>${email.reply_to.join(", ")}</dd>`}
+        <dt>To</dt><dd title=${storedTitle(to)}>${addressesShown(to)}</dd>
+        ${email.cc.length > 0 && html`<dt>Cc</dt><dd title=${storedTitle(email.cc.join(", "))}>${addressesShown(email.cc.join(", "))}</dd>`}
+        ${email.reply_to.length > 0 && html`<dt>Reply-To</dt><dd title=${storedTitle(email.reply_to.join(", "))}>${addressesShown(email.reply_to.join(", "))}</dd>`}
         <dt>${email.direction === "outbound" ? "Sent" : "Received"}</dt><dd><time datetime=${email.received_at}>${new Date(email.received_at).toLocaleString()}</time></dd>
         <dt>Labels</dt><dd><${Labels} email=${email} onChanged=${setEmail} /></dd>
       </dl>
@@ -433,7 +438,7 @@ export const ReaderPage = ({ emailId }) => {
             <p class="notice" role="status">Remote images are blocked: loading them tells the sender you read this.
               <button type="button" class="secondary" onClick=${() => setAllowImages(true)}>Show images</button></p>`}
           <${MailFrame} title="Email content" srcdoc=${body.srcdoc} />`
-        : html`<pre class="mail-text">${email.text}</pre>`}
+        : html`<pre class="mail-text" dir="auto">${email.text}</pre>`}
     </article>
     ${thread && html`
       <section class="card">
@@ -442,7 +447,7 @@ export const ReaderPage = ({ emailId }) => {
         <ol class="list">
           ${thread.emails.map((/** @type {any} */ e) => html`
             <li class="item"><a href=${href("emails", e.email_id)} title=${e.from} aria-current=${e.email_id === emailId ? "page" : undefined}>
-              ${e.from_name || e.from} · ${e.subject || "(no subject)"}</a> <span class="muted small">${when(e.received_at)}</span></li>`)}
+              <span dir="auto">${e.from_name || addressShown(e.from)}</span> · <span dir="auto">${e.subject || "(no subject)"}</span></a> <span class="muted small">${when(e.received_at)}</span></li>`)}
         </ol>
       </section>`}
   `

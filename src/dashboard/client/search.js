@@ -3,8 +3,9 @@
  * every mailbox or one, from one sender, between two days, weak matches left out unless asked for.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
+import { addressShown } from "./idn.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import {
   arrivedBetween,
@@ -33,19 +34,35 @@ const PAGE = 20
  * @typedef {Asked & { results: any[], total: number }} Found
  */
 
+/** The search the page's URL asks for (`?q=…&mailbox=…&from=…&since=…&until=…&weak=1`). @returns {Asked} */
+const askedInUrl = () => {
+  const params = pageParams()
+  return {
+    query: params.get("q") ?? "",
+    mailboxId: params.get("mailbox") ?? "",
+    weak: params.get("weak") === "1",
+    from: params.get("from") ?? "",
+    since: params.get("since") ?? "",
+    until: params.get("until") ?? ""
+  }
+}
+
 export const SearchPage = () => {
   // The search last made is kept in the page's URL (`?q=…&mailbox=…&from=…&since=…&until=…&weak=1`): back from a result, it is made again.
-  const [text, setText] = useState(() => pageParams().get("q") ?? "")
-  const [mailboxId, setMailboxId] = useState(() => pageParams().get("mailbox") ?? "")
-  const [weak, setWeak] = useState(() => pageParams().get("weak") === "1")
-  const [from, setFrom] = useState(() => pageParams().get("from") ?? "")
-  const [since, setSince] = useState(() => pageParams().get("since") ?? "")
-  const [until, setUntil] = useState(() => pageParams().get("until") ?? "")
+  const [first] = useState(askedInUrl)
+  const [text, setText] = useState(first.query)
+  const [mailboxId, setMailboxId] = useState(first.mailboxId)
+  const [weak, setWeak] = useState(first.weak)
+  const [from, setFrom] = useState(first.from)
+  const [since, setSince] = useState(first.since)
+  const [until, setUntil] = useState(first.until)
   const choices = useMailboxChoices()
   const mailboxes = choices.mailboxes
   const [found, setFound] = useState(/** @type {Found | null} */ (null))
   const { busy, error, run } = useAction()
   const more = useAction({ once: true })
+  // Searches may overlap (a query typed while one runs, Back between two searches): only the latest one's answer is shown.
+  const latest = useRef(0)
 
   /** A page of `asked`'s results from `offset`. @param {Asked} asked @param {number} offset */
   const ask = (asked, offset) =>
@@ -63,6 +80,7 @@ export const SearchPage = () => {
   /** @param {Partial<Asked>} [changed] */
   const search = (changed = {}) => {
     const asked = { query: text, mailboxId, weak, from, since, until, ...changed }
+    const mine = ++latest.current
     return run(async () => {
       keepPageParams({
         q: asked.query,
@@ -74,8 +92,9 @@ export const SearchPage = () => {
       })
       try {
         const answer = await ask(asked, 0)
-        setFound({ ...asked, results: answer.data, total: answer.meta.total })
+        if (mine === latest.current) setFound({ ...asked, results: answer.data, total: answer.meta.total })
       } catch (failure) {
+        if (mine !== latest.current) return
         setFound(null)
         throw failure
       }
@@ -93,6 +112,22 @@ export const SearchPage = () => {
     })
   useEffect(() => {
     if (text.trim() !== "") search()
+    // The URL changed under the page (typed in the address bar, Back or Forward between two searches):
+    // the page becomes the search it names. The page's own changes replace the URL without this event.
+    const followUrl = () => {
+      if (!location.hash.startsWith("#/search")) return
+      const asked = askedInUrl()
+      setText(asked.query)
+      setMailboxId(asked.mailboxId)
+      setWeak(asked.weak)
+      setFrom(asked.from)
+      setSince(asked.since)
+      setUntil(asked.until)
+      if (asked.query.trim() !== "") search(asked)
+      else (++latest.current, setFound(null))
+    }
+    addEventListener("hashchange", followUrl)
+    return () => removeEventListener("hashchange", followUrl)
   }, [])
   /** A choice of what to search: searched again at once when there is a query. @param {Partial<Asked>} changed */
   const choose = (changed) => {
@@ -117,7 +152,7 @@ export const SearchPage = () => {
         <label for="search-mailbox">In</label>
         <select id="search-mailbox" value=${mailboxId} onChange=${(/** @type {any} */ e) => choose({ mailboxId: e.currentTarget.value })}>
           <option value="">All mailboxes</option>
-          ${mailboxes.map((mailbox) => html`<option value=${mailbox.mailbox_id}>${mailbox.email_address}</option>`)}
+          ${mailboxes.map((mailbox) => html`<option value=${mailbox.mailbox_id}>${addressShown(mailbox.email_address)}</option>`)}
         </select>`}
       <${DaySpan} id="search" since=${since} until=${until} onChange=${choose} />
       <label class="check"><input type="checkbox" checked=${weak} onChange=${(/** @type {any} */ e) => choose({ weak: e.currentTarget.checked })} />
@@ -133,9 +168,9 @@ export const SearchPage = () => {
           return html`
           <li key=${result.email_id} class="item wrap">
             <div class="grow">
-              <a href=${href("emails", result.email_id)}><strong>${result.subject || "(no subject)"}</strong></a>
-              <div class="muted small"><span title=${who.title}>${who.name}</span> · ${when(result.date)}</div>
-              <div class="small">${result.snippet}</div>
+              <a class="clipped" href=${href("emails", result.email_id)} title=${result.subject || undefined}><strong dir="auto">${result.subject || "(no subject)"}</strong></a>
+              <div class="muted small"><span dir="auto" title=${who.title}>${who.name}</span> · ${when(result.date)}</div>
+              <div class="small clipped" dir="auto" title=${result.snippet || undefined}>${result.snippet}</div>
             </div>
             <span class="tag" title=${strength(result.score)}>score ${result.score.toFixed(2)}</span>
           </li>`

@@ -8,6 +8,7 @@ import { useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, LoadFailed, useReloading, when, WithMailbox } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The largest page the lists answer; a list holds at most 1,000 entries. */
 const PAGE = 100
@@ -134,7 +135,7 @@ export const MailboxSenders = ({ mailboxId }) => html`
     const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}/lists`
     return html`
       <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-      <h1>Senders of ${mailbox.email_address}</h1>
+      <h1>Senders of ${addressShown(mailbox.email_address)}</h1>
       <p class="muted">On top of <a href=${href("senders")}>the account's lists</a>: a block on either refuses, and each allow list with entries must name the sender.</p>
       ${LISTS.map(([list, title, about]) => html`<${SenderList} key=${list} base=${base} list=${list} title=${title} about=${about} />`)}
     `

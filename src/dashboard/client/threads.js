@@ -7,6 +7,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call } from "./api.js"
+import { addressesShown, addressShown } from "./idn.js"
 import { ReplyForm } from "./compose.js"
 import { backToList, go, href } from "./router.js"
 import { ConfirmDelete, ErrorNote, when } from "./ui.js"
@@ -17,9 +18,9 @@ const BODIES = 20
 /** One conversation of a list (the API's thread summary), a link to read it whole. @param {{ item: any }} props */
 export const ThreadLink = ({ item: t }) => html`
   <a class="mail-link" href=${href("threads", t.thread_id)}>
-    <span class="from">${t.unread_count > 0 && html`<span class="dot" aria-label=${`${t.unread_count} unread`}></span>`}${t.senders.join(", ")}</span>
-    <span class="subject">${t.subject || "(no subject)"}${t.message_count > 1 && html` <span class="tag" aria-label=${`${t.message_count} messages`}>${t.message_count}</span>`}${t.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
-    <span class="snippet muted">${t.latest.snippet}</span>
+    <span class="from" title=${t.senders.join(", ")}>${t.unread_count > 0 && html`<span class="dot" aria-label=${`${t.unread_count} unread`}></span>`}<span dir="auto">${addressesShown(t.senders.join(", "))}</span></span>
+    <span class="subject"><span class="clip" dir="auto" title=${t.subject || undefined}>${t.subject || "(no subject)"}</span>${t.message_count > 1 && html` <span class="tag" aria-label=${`${t.message_count} messages`}>${t.message_count}</span>`}${t.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+    <span class="snippet muted" dir="auto" title=${t.latest.snippet || undefined}>${t.latest.snippet}</span>
     <time class="muted small" datetime=${t.last_received_at}>${when(t.last_received_at)}</time>
   </a>
 `
@@ -55,7 +56,7 @@ export const ConversationPage = ({ threadId }) => {
   const back = backToList(thread.mailbox_id)
   return html`
     <p><a href=${back.href}>${back.label}</a></p>
-    <h1>${thread.subject || "(no subject)"}</h1>
+    <h1 dir="auto">${thread.subject || "(no subject)"}</h1>
     <p class="muted">${thread.message_count} ${thread.message_count === 1 ? "message" : "messages"}, oldest first</p>
     <ol class="conversation" aria-label="Messages">
       ${thread.emails.map((/** @type {any} */ e) => {
@@ -63,13 +64,13 @@ export const ConversationPage = ({ threadId }) => {
         return html`
           <li key=${e.email_id} class=${"card message " + e.direction}>
             <div class="toolbar">
-              <strong title=${e.from}>${e.from_name || e.from}</strong>
+              <strong dir="auto" title=${e.from}>${e.from_name || addressShown(e.from)}</strong>
               <span class="tag">${e.direction === "outbound" ? "sent" : "received"}</span>
               <time class="muted small" datetime=${e.received_at}>${new Date(e.received_at).toLocaleString()}</time>
               <a class="small" href=${href("emails", e.email_id)} aria-label=${`Open the message from ${e.from}, ${new Date(e.received_at).toLocaleString()}`}>Open</a>
             </div>
-            <div class="muted small">To ${e.to.join(", ")}${e.cc.length > 0 ? ` · Cc ${e.cc.join(", ")}` : ""}</div>
-            <pre class="mail-text">${full ? full.extracted?.reply_text || full.text : e.snippet}</pre>
+            <div class="muted small">To ${addressesShown(e.to.join(", "))}${e.cc.length > 0 ? ` · Cc ${addressesShown(e.cc.join(", "))}` : ""}</div>
+            <pre class="mail-text" dir="auto">${full ? full.extracted?.reply_text || full.text : e.snippet}</pre>
           </li>`
       })}
     </ol>

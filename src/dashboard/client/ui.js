@@ -2,6 +2,7 @@
 import { html } from "htm/preact"
 import { useEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, ApiError, findMailbox } from "./api.js"
+import { addressesShown, addressShown } from "./idn.js"
 import { onStreamState, streamUp } from "./live.js"
 import { href } from "./router.js"
 
@@ -26,7 +27,7 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
         <a href=${href("billing")} aria-current=${section === "billing" ? "page" : undefined}>Billing</a>
       </nav>
       <div class="who">
-        <a href=${href("account")} aria-current=${section === "account" ? "page" : undefined} title="Your account">${user.email}</a>
+        <a href=${href("account")} aria-current=${section === "account" ? "page" : undefined} title="Your account">${addressShown(user.email)}</a>
         <button type="button" class="link" onClick=${onSignOut}>Sign out</button>
       </div>`}
   </header>
@@ -120,8 +121,12 @@ export const DaySpan = ({ id, since, until, onChange }) => html`
 const FieldNote = ({ id, hint, ok, error }) =>
   (hint || ok || error) && html`<p id=${id + "-note"} class=${error ? "note error" : ok ? "note" : "note hint"} aria-live="polite">${error ?? ok ?? hint}</p>`
 
+/** Input types whose text a person writes in any script: laid out by its own first strong character (`dir="auto"`). */
+const WRITTEN = ["text", "search", "email", "url"]
+
 /**
- * A labelled input; `hint`, `ok` and `error` are announced with it (FieldNote).
+ * A labelled input; `hint`, `ok` and `error` are announced with it (FieldNote). Written text (a subject,
+ * a name, a query) takes its direction from what is typed: Hebrew or Arabic runs right to left.
  * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, type?: string,
  *   hint?: any, ok?: string, error?: string, autocomplete?: string, required?: boolean, minLength?: number, inputmode?: string,
  *   autofocus?: boolean }} props
@@ -129,7 +134,7 @@ const FieldNote = ({ id, hint, ok, error }) =>
 export const Field = ({ id, label, value, onInput, type = "text", hint, ok, error, autocomplete, required, minLength, inputmode, autofocus }) => html`
   <div class="field">
     <label for=${id}>${label}</label>
-    <input id=${id} name=${id} type=${type} value=${value} required=${required} minLength=${minLength}
+    <input id=${id} name=${id} type=${type} value=${value} required=${required} minLength=${minLength} dir=${WRITTEN.includes(type) ? "auto" : undefined}
       autocomplete=${autocomplete} inputmode=${inputmode} autofocus=${autofocus} aria-invalid=${error ? "true" : undefined}
       aria-describedby=${hint || ok || error ? id + "-note" : undefined}
       onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)} />
@@ -148,7 +153,7 @@ export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8, aut
   return html`
     <div class="field">
       <label for=${id}>${label}</label>
-      <textarea ref=${ref} id=${id} name=${id} rows=${rows} value=${value} aria-invalid=${error ? "true" : undefined}
+      <textarea ref=${ref} id=${id} name=${id} rows=${rows} value=${value} dir="auto" aria-invalid=${error ? "true" : undefined}
         aria-describedby=${hint || error ? id + "-note" : undefined}
         onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)}></textarea>
       <${FieldNote} id=${id} hint=${hint} error=${error} />
@@ -246,14 +251,17 @@ export const clientName = (agent) => {
 /**
  * Who a list names for an email (the inbox's, search results): its sender, or for sent mail whom it went to (the first recipient,
  * and how many more), as mail programs show their Sent folder: the mailbox's own address on every
- * sent row would tell nothing. All of them on hover.
+ * sent row would tell nothing. All of them on hover, as stored (an internationalized domain's A-label) where
+ * the name shows them in Unicode (idn.js).
  * @param {any} email
  */
 export const counterpart = (email) => {
-  if (email.direction !== "outbound") return { name: email.from_name || email.from, title: email.from }
+  if (email.direction !== "outbound") return { name: email.from_name || addressShown(email.from), title: email.from }
   const to = [...email.to, ...email.cc]
   if (to.length === 0) return { name: "To Bcc recipients", title: "Sent to Bcc recipients only" }
-  return { name: `To ${to[0]}${to.length > 1 ? ` +${to.length - 1}` : ""}`, title: to.join(", ") }
+  const all = to.join(", ")
+  const shown = addressesShown(all)
+  return { name: `To ${addressShown(to[0])}${to.length > 1 ? ` +${to.length - 1}` : ""}`, title: shown === all ? all : `${shown} (${all})` }
 }
 
 /** @param {string} iso */
@@ -465,7 +473,7 @@ export const MailboxChooser = ({ legend, mailboxes, chosen, onChange, error }) =
     ${mailboxes.map((m) => html`
       <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
         onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.checked ? [...chosen, m.mailbox_id] : chosen.filter((id) => id !== m.mailbox_id))} />
-        ${m.email_address}</label>`)}
+        <span title=${addressShown(m.email_address) === m.email_address ? undefined : m.email_address}>${addressShown(m.email_address)}</span></label>`)}
     ${error && html`<p class="note error">${error}</p>`}
   </fieldset>`
 

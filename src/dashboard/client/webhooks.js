@@ -6,6 +6,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError, fieldErrorWithin, query } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, MailboxesUnread, useAction, useMailboxChoices, useReloading, when } from "./ui.js"
+import { addressShown } from "./idn.js"
 
 /** The kinds of event a webhook may take, as the server wrote them into the page (services/webhooks/schemas.ts). */
 const kinds = () => (document.querySelector('meta[name="mailroom-event-kinds"]')?.getAttribute("content") ?? "").split(",").filter(Boolean)
@@ -89,7 +90,10 @@ export const WebhooksPage = () => {
   // Labels the mail must carry (comma-separated; empty: any mail).
   const [labels, setLabels] = useState("")
   /** @param {string} id */
-  const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? id
+  const addressOf = (id) => {
+    const found = mailboxes.find((m) => m.mailbox_id === id)
+    return found ? addressShown(found.email_address) : id
+  }
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [open, setOpen] = useState(/** @type {string | null} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
