@@ -89,7 +89,7 @@ export const domainShown = (domain) => {
 }
 
 /**
- * An address as a person reads it: its domain by domainShown. Anything else (a name, text with no @)
+ * An address as a person reads it: its domain by domainShown. Anything else (a name, or text that holds no address)
  * as it is.
  * @param {string} address
  */
