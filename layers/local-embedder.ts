@@ -5,7 +5,11 @@
  * The model runs in a pool of child processes (one per core unless told otherwise), so embedding
  * never blocks the event loop that serves HTTP and SMTP. Each process starts on the first text it
  * is given and loads the model once (~0.3 s, ~150 MB), so a server that never embeds pays nothing. A
- * call's texts are split into small jobs spread over the processes; each works through its own queue.
+ * call's texts are split into small jobs (JOB_SIZE texts) that wait here, in this process, and each
+ * embedding process is given one job at a time: a search's query (priority "query") goes before
+ * every indexing job still waiting, so it waits at most for the jobs in progress, never behind an
+ * indexing backlog. Handed to the processes all at once, a query queued behind every batch the
+ * indexer had sent: the first search while mail was being indexed took 15 s.
  *
  * The processes run at a lower CPU priority (`nice`, default 10): embedding is throughput work that
  * may lag, while accepting mail and answering requests may not (issue 18). They are processes, each a
@@ -22,7 +26,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
+import { type EmbedPriority, Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
 
 export const MODEL = "use-lite"
 const DIMENSIONS = 512
@@ -57,7 +61,8 @@ interface Job {
 
 interface Slot {
   child: ChildProcess | undefined
-  readonly pending: Map<number, Job>
+  /** The job its process is working on, if any: it is given the next only when this one is answered. */
+  job: Job | undefined
 }
 
 type Reply =
@@ -100,19 +105,39 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
     Effect.gen(function*() {
       const size = Math.max(1, options.threads ?? os.availableParallelism())
       const nice = options.nice ?? DEFAULT_NICE
-      const slots: Array<Slot> = Array.from({ length: size }, () => ({ child: undefined, pending: new Map() }))
+      const slots: Array<Slot> = Array.from({ length: size }, () => ({ child: undefined, job: undefined }))
+      /** Jobs no process has yet, oldest first: every query's before any indexing job. */
+      const waiting: Record<EmbedPriority, Array<Job>> = { query: [], indexing: [] }
       let nextId = 0
       const log = Runtime.runFork(yield* Effect.runtime<never>())
       /** Processes that failed since a text was last answered, and when the next may start. */
       let failures = 0
       let nextStart = 0
 
+      /** Why no job can be given to a process now: none runs, and none may start yet. */
+      const refusal = () => {
+        const wait = nextStart - Date.now()
+        return wait > 0 && slots.every((slot) => slot.child === undefined)
+          ? `The local embedding model failed ${failures} times in a row; the next process starts in ${Math.ceil(wait / 1000)} s`
+          : undefined
+      }
+
       const fail = (slot: Slot, message: string) => {
         failures += 1
         nextStart = Date.now() + restartDelay(failures)
         slot.child = undefined
-        for (const job of slot.pending.values()) Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message })))
-        slot.pending.clear()
+        const job = slot.job
+        slot.job = undefined
+        if (job) Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message })))
+        // The waiting jobs go to the processes still running, or to a new one; with neither, they fail
+        // now (the indexer tries its texts again) rather than wait for a start nothing would trigger.
+        const refused = refusal()
+        if (refused !== undefined) {
+          for (const queue of [waiting.query, waiting.indexing]) {
+            for (const waiter of queue.splice(0)) Deferred.unsafeDone(waiter.done, Effect.fail(new EmbedderError({ message: refused })))
+          }
+        }
+        dispatch()
       }
 
       /** The slot's process, started on first use and again after one died. */
@@ -126,7 +151,7 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
           serialization: "advanced",
           stdio: ["ignore", "inherit", "inherit", "ipc"]
         })
-        // An idle process must not keep the server running; one with work does (`submit`).
+        // An idle process must not keep the server running; one with work does (`dispatch`).
         child.unref()
         child.channel?.unref()
         const started = Date.now()
@@ -141,8 +166,8 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
             // later text "Backend 'wasm' has not yet been initialized" (seen in CI, for a minute of
             // retries). Its texts fail (the indexer tries them again) and the next go to a new process.
             if (slot.child !== child) return
-            fail(slot, `The local embedding model failed: ${reply.error}`)
             child.kill()
+            fail(slot, `The local embedding model failed: ${reply.error}`)
             const wait = nextStart - Date.now()
             log(Effect.logWarning(
               `Embedding process ${slots.indexOf(slot) + 1} of ${size} failed (${reply.error}): ${
@@ -156,21 +181,47 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
             log(Effect.logInfo(`Embedding model ${MODEL} ready in process ${slots.indexOf(slot) + 1} of ${size} (${Date.now() - started} ms)`))
           }
           failures = 0
-          const job = slot.pending.get(reply.id)
-          if (!job) return
-          slot.pending.delete(reply.id)
-          if (slot.pending.size === 0) child.channel?.unref()
+          const job = slot.job
+          if (slot.child !== child || job === undefined || job.id !== reply.id) return
+          slot.job = undefined
           Deferred.unsafeDone(job.done, Effect.succeed(reply.vectors.map(normalize)))
+          dispatch()
+          if (slot.job === undefined) child.channel?.unref()
         })
         child.on("error", (error) => {
           child.kill()
-          fail(slot, `The local embedding process failed: ${error.message}`)
+          if (slot.child === child) fail(slot, `The local embedding process failed: ${error.message}`)
         })
         child.on("exit", (code, signal) => {
           if (slot.child === child) fail(slot, `The local embedding process exited (${signal ?? `code ${code}`})`)
         })
         slot.child = child
         return child
+      }
+
+      /**
+       * Give waiting jobs, queries first, to the processes that have none: a running one first (its
+       * model is loaded), else a new one, while one may start.
+       */
+      const dispatch = (): void => {
+        for (;;) {
+          const queue = waiting.query.length > 0 ? waiting.query : waiting.indexing
+          if (queue.length === 0) return
+          const idle = slots.filter((slot) => slot.job === undefined)
+          const slot = idle.find((candidate) => candidate.child !== undefined) ??
+            (nextStart <= Date.now() ? idle[0] : undefined)
+          if (slot === undefined) return
+          const job = queue.shift()!
+          slot.job = job
+          try {
+            const child = childOf(slot)
+            child.channel?.ref()
+            child.send({ id: job.id, texts: job.texts })
+          } catch (cause) {
+            slot.job = undefined
+            Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message: "Could not start a local embedding process", cause })))
+          }
+        }
       }
 
       yield* Effect.addFinalizer(() =>
@@ -183,37 +234,28 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
         })
       )
 
-      /** Hand a job to the slot with the fewest texts waiting. */
-      const submit = (texts: ReadonlyArray<string>) =>
+      /** Queue a job of `priority` for the next free process; one interrupted while it waits is taken back. */
+      const submit = (texts: ReadonlyArray<string>, priority: EmbedPriority) =>
         Effect.gen(function*() {
+          const refused = refusal()
+          if (refused !== undefined) return yield* new EmbedderError({ message: refused })
           const done = yield* Deferred.make<ReadonlyArray<Float32Array>, EmbedderError>()
-          const load = (slot: Slot) => [...slot.pending.values()].reduce((sum, job) => sum + job.texts.length, 0)
-          // While no new process may start, only those running take texts.
-          const wait = nextStart - Date.now()
-          const open = wait > 0 ? slots.filter((slot) => slot.child !== undefined) : slots
-          if (open.length === 0) {
-            return yield* new EmbedderError({
-              message: `The local embedding model failed ${failures} times in a row; the next process starts in ${Math.ceil(wait / 1000)} s`
-            })
-          }
-          const slot = open.reduce((best, candidate) => (load(candidate) < load(best) ? candidate : best))
           const job: Job = { id: nextId++, texts, done }
-          slot.pending.set(job.id, job)
-          yield* Effect.try({
-            try: () => {
-              const child = childOf(slot)
-              child.channel?.ref()
-              child.send({ id: job.id, texts })
-            },
-            catch: (cause) => new EmbedderError({ message: "Could not start a local embedding process", cause })
-          }).pipe(Effect.tapError(() => Effect.sync(() => slot.pending.delete(job.id))))
-          return yield* Deferred.await(done)
+          waiting[priority].push(job)
+          dispatch()
+          return yield* Deferred.await(done).pipe(Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              const queue = waiting[priority]
+              const at = queue.indexOf(job)
+              if (at >= 0) queue.splice(at, 1)
+            })
+          ))
         })
 
-      const embed = (texts: ReadonlyArray<string>) => {
+      const embed = (texts: ReadonlyArray<string>, priority: EmbedPriority = "indexing") => {
         const jobs: Array<ReadonlyArray<string>> = []
         for (let i = 0; i < texts.length; i += JOB_SIZE) jobs.push(texts.slice(i, i + JOB_SIZE))
-        return Effect.forEach(jobs, submit, { concurrency: "unbounded" }).pipe(Effect.map((parts) => parts.flat()))
+        return Effect.forEach(jobs, (job) => submit(job, priority), { concurrency: "unbounded" }).pipe(Effect.map((parts) => parts.flat()))
       }
 
       return { model: MODEL, dimensions: DIMENSIONS, maxInputChars: MAX_INPUT_CHARS, reads, embed }

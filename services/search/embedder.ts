@@ -14,7 +14,11 @@
  * - `reads` tells the text a model takes no meaning from: the offline model knows no Chinese,
  *   Japanese or Korean letter and no emoji, so every text made only of them is one and the same
  *   vector, the nearest neighbour of all such text and near much else. Such text is not embedded: a
- *   query gets no results by meaning (its words still find mail), a chunk of mail no vector.
+ *   query gets no results by meaning (its words still find mail), a chunk of mail no vector;
+ * - `priority` says who waits: a search's query (`"query"`) is embedded before any indexing work
+ *   the adapter has not started yet, so that a search never waits behind an indexing backlog, only
+ *   behind the batch already in progress; indexing (`"indexing"`, the default) may lag. An adapter
+ *   whose calls share no queue (OpenAI: each call is its own requests) may ignore it.
  */
 import { Context, Data, type Effect } from "effect"
 
@@ -22,6 +26,9 @@ export class EmbedderError extends Data.TaggedError("EmbedderError")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
+
+/** Who waits for an embedding (see the contract above). */
+export type EmbedPriority = "query" | "indexing"
 
 export interface EmbedderShape {
   /** Identifies the vector space, e.g. `use-lite-512` or `openai/text-embedding-3-small`. */
@@ -31,7 +38,7 @@ export interface EmbedderShape {
   readonly maxInputChars: number
   /** Whether the model takes any meaning from `text` (see above); an empty text means nothing. */
   readonly reads: (text: string) => boolean
-  readonly embed: (texts: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Float32Array>, EmbedderError>
+  readonly embed: (texts: ReadonlyArray<string>, priority?: EmbedPriority) => Effect.Effect<ReadonlyArray<Float32Array>, EmbedderError>
 }
 
 export class Embedder extends Context.Tag("mailroom/Embedder")<Embedder, EmbedderShape>() {}

@@ -173,7 +173,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           keepBounded(queryVectors, query, cached, QUERY_CACHE_SIZE)
           return Effect.succeed(cached)
         }
-        return embedder.embed([capInput(query, embedder.maxInputChars)]).pipe(
+        // Ahead of any indexing not yet started (embedder.ts `priority`): a search waits for the batch in progress at most.
+        return embedder.embed([capInput(query, embedder.maxInputChars)], "query").pipe(
           Effect.map((vectors) => vectors[0]!),
           Effect.tap((vector) => Effect.sync(() => keepBounded(queryVectors, query, vector, QUERY_CACHE_SIZE)))
         )

@@ -6,7 +6,7 @@
  * operation rather than failing every one until a restart.
  */
 import { Effect, Option, Ref } from "effect"
-import { Embedder } from "./embedder.ts"
+import { type EmbedPriority, Embedder } from "./embedder.ts"
 import { timeEmbedderBatch } from "./metrics.ts"
 import { type VectorCollection, VectorIndex, type VectorIndexError } from "./vector-index.ts"
 
@@ -14,7 +14,7 @@ export class Vectors extends Effect.Service<Vectors>()("mailroom/Vectors", {
   effect: Effect.gen(function*() {
     const adapter = yield* Embedder
     // Every embedding, by the indexer or a search, goes through here: one place to time batches.
-    const embedder = { ...adapter, embed: (texts: ReadonlyArray<string>) => timeEmbedderBatch(adapter.embed(texts)) }
+    const embedder = { ...adapter, embed: (texts: ReadonlyArray<string>, priority?: EmbedPriority) => timeEmbedderBatch(adapter.embed(texts, priority)) }
     const index = yield* VectorIndex
     const opened = yield* Ref.make(Option.none<VectorCollection>())
     const semaphore = yield* Effect.makeSemaphore(1)
