@@ -139,8 +139,8 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           // it heard the message was stored): store.ts stores no email of these ids again. With its
           // place, which a list's `after` may still name (emails.ts).
           yield* sql`
-            INSERT INTO deleted_emails (id, user_id, mailbox_id, received_at)
-            SELECT id, user_id, mailbox_id, received_at FROM emails WHERE id = ANY(${ids}::text[])
+            INSERT INTO deleted_emails (id, user_id, mailbox_id, stored_seq, received_at)
+            SELECT id, user_id, mailbox_id, stored_seq, received_at FROM emails WHERE id = ANY(${ids}::text[])
             ON CONFLICT DO NOTHING`
           yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0)

@@ -37,7 +37,10 @@ export interface EmailFilter extends MailNarrowing {
   readonly threadId?: string | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
-  /** Only emails that arrived after this email, also one deleted since (wait-for-mail's cursor). */
+  /**
+   * Only emails stored after this email, also one deleted since (wait-for-mail's cursor), in the order
+   * they were stored (migration 0089): none stored later can come before one already listed.
+   */
   readonly after?: string | undefined
   /** Of these mailboxes only (a key limited to them), in the lists of every mailbox. */
   readonly mailboxes?: ReadonlyArray<string> | undefined
@@ -143,9 +146,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     /**
      * Where each email stands in its mailbox's mail, for a list's `after`: the emails, and those deleted
      * since (deletion.ts keeps their place a while), so that a cursor deleted meanwhile still marks it.
+     * One deleted before the order was kept (migration 0089) stands with the mail stored before it.
      */
-    const places = sql`(SELECT id, user_id, mailbox_id, received_at FROM emails
-      UNION ALL SELECT id, user_id, mailbox_id, received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
+    const places = sql`(SELECT id, user_id, mailbox_id, stored_seq, received_at FROM emails
+      UNION ALL SELECT id, user_id, mailbox_id, COALESCE(stored_seq, 0), received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
 
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
@@ -157,19 +161,23 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${isUnread}` : sql`AND NOT (${isUnread})`,
         filter.after === undefined
           ? sql``
-          : sql`AND (e.received_at, e.id) > (SELECT a.received_at, a.id FROM ${places} a WHERE a.id = ${filter.after} LIMIT 1)`
+          : sql`AND (e.stored_seq, e.received_at, e.id) > (SELECT a.stored_seq, a.received_at, a.id FROM ${places} a WHERE a.id = ${filter.after} LIMIT 1)`
       ])
 
     /**
      * The emails `scope` picks (one mailbox's, or every active mailbox's of an account), newest first
      * unless `sort` says otherwise, those matching `filter` only. The page and the count in one
      * statement, so they describe the same moment even while mail arrives: one row per email, or a
-     * single row of nulls with the count when the page is empty.
+     * single row of nulls with the count when the page is empty. With `after`, mail by arrival is in
+     * the order it was stored (so that a loop that carries on after the last one it saw misses none).
      */
     const listIn = (scope: Statement.Fragment, page: Page, sort: Sort<EmailSortField>, filter: EmailFilter) =>
       Effect.gen(function*() {
         if (filter.received !== undefined) yield* checkRange(filter.received)
         const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+        const order = filter.after !== undefined && sort.field === "received_at"
+          ? sql`e.stored_seq ${direction}, e.received_at ${direction}, e.id ${direction}`
+          : sql`${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}`
         const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
           SELECT page.*, counted.total
           FROM (SELECT count(*) AS total FROM emails e WHERE ${scope} ${filtered(filter)}) counted
@@ -178,7 +186,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
             FROM (
               SELECT e.* FROM emails e
               WHERE ${scope} ${filtered(filter)}
-              ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
+              ORDER BY ${order}
               LIMIT ${page.limit} OFFSET ${page.offset}
             ) e
           ) page ON true

@@ -167,10 +167,19 @@ const indexable = (value: string): string => {
 /**
  * The statement: the emails as rows of one JSON parameter (a statement's size does not grow with its
  * number of placeholders), each picking its thread and its `blocked` label in the database; their
- * attachments; the storage they add, per account in lock order. Answers the rows inserted.
+ * numbers in their account's stored order (migration 0089: taken first, so that the account's row
+ * stays locked until the statement commits, and a later store's numbers are later and commit later);
+ * their attachments; the storage they add, per account in lock order. Answers the rows inserted.
  */
 const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>, alongside: Statement.Fragment) =>
   Effect.gen(function*() {
+    // Each email's place among its account's emails of the statement (1, 2, …), and how many those are.
+    const ofAccount = new Map<string, number>()
+    const ranks = emails.map((email) => {
+      const rank = (ofAccount.get(email.userId) ?? 0) + 1
+      ofAccount.set(email.userId, rank)
+      return rank
+    })
     const rows = emails.map((email, position) => {
       const { parsed } = email
       const thread = threadChoice(email.mailboxId, parsed, parsed.from ?? email.mailFrom, email.messageId, email.direction)
@@ -179,6 +188,8 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         id: email.emailId,
         mailbox_id: email.mailboxId,
         user_id: email.userId,
+        account_rank: ranks[position]!,
+        account_count: ofAccount.get(email.userId)!,
         message_id: indexable(email.messageId),
         subject: indexable(parsed.subject),
         from_address: indexable(parsed.from ?? email.mailFrom),
@@ -247,18 +258,28 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
     return yield* sql<StoredEmail>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(
-          position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text, from_name text,
+          position int, id text, mailbox_id text, user_id text, account_rank int, account_count int, message_id text, subject text, from_address text, from_name text,
           to_addresses text[], cc_addresses text[], reply_to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
           referenced text[], own_thread text, fallback_thread text, header_from_forms text[], once boolean)
       ),
+      numbers AS (
+        -- The account's next numbers, its row locked until commit (the accounts in lock order). Mail of
+        -- a mailbox gone with its account since it was accepted takes none (and is not stored, below);
+        -- an owner that does not exist is refused, as the email would be.
+        INSERT INTO email_order AS o (user_id, last)
+        SELECT DISTINCT r.user_id, r.account_count FROM input r WHERE EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = r.mailbox_id)
+        ORDER BY r.user_id
+        ON CONFLICT (user_id) DO UPDATE SET last = o.last + EXCLUDED.last
+        RETURNING o.user_id, o.last
+      ),
       email AS (
-        INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
+        INSERT INTO emails AS e (id, mailbox_id, user_id, stored_seq, message_id, thread_id, subject, from_address, from_name, to_addresses,
                                  cc_addresses, reply_to_addresses, sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
                                  has_attachments, raw_sha256, size, labels, direction,
                                  authentication, authentication_results, spam, extracted, referenced)
-        SELECT r.id, r.mailbox_id, r.user_id, r.message_id,
+        SELECT r.id, r.mailbox_id, r.user_id, n.last - r.account_count + r.account_rank, r.message_id,
                -- The thread (threads.ts), the first found of: the mailbox's email with the same Message-ID
                -- (the same message: the copy of mail it sent itself); the newest of those it refers to;
                -- a sibling's; that of replies to it that arrived first; its fallback.
@@ -294,7 +315,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                    AND b.list = 'block' AND b.entry = ANY(r.header_from_forms)
                ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END,
                r.direction, r.authentication, r.authentication_results, r.spam, r.extracted, nullif(r.referenced, '{}')
-        FROM input r
+        FROM input r JOIN numbers n ON n.user_id = r.user_id
         -- An email deleted since (deletion.ts) whose message the bus delivers again stays deleted, and
         -- mail of an account deleted since it was accepted (accounts/closure.ts) is not stored.
         WHERE NOT EXISTS (SELECT 1 FROM deleted_emails x WHERE x.id = r.id)

@@ -11007,7 +11007,7 @@ export interface operations {
     "dashboardEmails.listAll": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                /** @description Only emails stored after this email (the newest one you have seen), in the order they were stored: mail an ingest stored late comes after it all the same */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";
@@ -16797,7 +16797,7 @@ export interface operations {
     "dashboardEmails.list": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                /** @description Only emails stored after this email (the newest one you have seen), in the order they were stored: mail an ingest stored late comes after it all the same */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";
@@ -24066,7 +24066,7 @@ export interface operations {
     "emails.listAll": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                /** @description Only emails stored after this email (the newest one you have seen), in the order they were stored: mail an ingest stored late comes after it all the same */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";
@@ -29753,7 +29753,7 @@ export interface operations {
     "emails.list": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                /** @description Only emails stored after this email (the newest one you have seen), in the order they were stored: mail an ingest stored late comes after it all the same */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";

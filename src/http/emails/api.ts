@@ -53,7 +53,7 @@ const emailFilterFields = {
   received_after: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_AFTER}` }),
   received_before: Schema.optional(ReceivedBound).annotations({ description: `Only ${RECEIVED_BEFORE}` }),
   after: Schema.optional(Schema.String).annotations({
-    description: "Only emails that arrived after this email (the newest one you have seen)"
+    description: "Only emails stored after this email (the newest one you have seen), in the order they were stored: mail an ingest stored late comes after it all the same"
   })
 }
 

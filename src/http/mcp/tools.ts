@@ -251,7 +251,7 @@ export const tools = [
       received_before: Schema.optional(ReceivedBound).annotations({
         description: "Only mail received before this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with its zone"
       }),
-      after: Schema.optional(Id("Only emails that arrived after this email of the mailbox"))
+      after: Schema.optional(Id("Only emails stored after this email of the mailbox (the newest one seen), in the order they were stored"))
     }),
     run: (principal, input) =>
       Effect.flatMap(Emails, (emails) =>
