@@ -251,6 +251,17 @@ const startServer = (dataDir: string, startSettings: Readonly<Record<string, str
     return { socketDir }
   })
 
+/**
+ * PostgreSQL removes or recycles a WAL segment only at a checkpoint, and PGlite runs it single-user
+ * (`--single`): no checkpointer, so none runs while the database is open (a standalone backend asks
+ * for none when WAL passes max_wal_size, and has no one to count checkpoint_timeout). Every segment
+ * since the start stayed in `pg_wal` (800+ MB after 20,000 emails, 34 MB of mail), and the checkpoint
+ * that closing (or recovery after a crash) makes kept them all as recycled segments: PostgreSQL keeps
+ * up to max_wal_size of them, 1GB by default. Here it keeps 64MB (`checkpointDue` below makes
+ * the checkpoints).
+ */
+const WAL_SETTINGS = { min_wal_size: "32MB", max_wal_size: "64MB" }
+
 export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | DatabaseProbe, SqlError> =>
   Layer.unwrapScoped(
     Effect.gen(function*() {
@@ -266,6 +277,7 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
         catch: (cause) => new SqlError({ cause, message: cause instanceof Error ? cause.message : String(cause) })
       })
       const { socketDir } = yield* startServer(dataDir, {
+        ...WAL_SETTINGS,
         ...options.settings,
         ...(options.sharedBuffers === undefined ? {} : { shared_buffers: options.sharedBuffers })
       })
@@ -350,17 +362,83 @@ export const upkeep = Effect.gen(function*() {
 })
 
 /**
- * The upkeep of the PGlite this SqlClient reaches, every minute from when the layer is built: build
- * it once the tables are there (after the migrations), so that they have statistics from the start.
- * `what` names the database in the logs.
+ * With no checkpointer in PGlite (`WAL_SETTINGS`), the server makes the checkpoints, by the
+ * checkpointer's own two rules: every 10 s it reads how much WAL was written since the last
+ * checkpoint began (its redo point) and checkpoints past 32MB (where PostgreSQL's checkpointer would
+ * ask for one at max_wal_size 64MB: max_wal_size / (1 + checkpoint_completion_target), in whole
+ * segments), or when the last is 5 minutes old (checkpoint_timeout) and more than a WAL page was
+ * written since (an idle database is left alone). So `pg_wal` holds 64MB of segments for reuse plus
+ * what 10 s of writing adds past 32MB: at most 145MB while rows went in at 10MB of WAL a second, where
+ * it had grown with every row (561MB after 300,000 rows of 1.6kB), 65MB once closed. A checkpoint
+ * writes out the dirty buffers and holds the one connection meanwhile: 0.1–0.3 s at that rate.
+ * Closing the database makes one too. Segments a directory kept from before (recycled ahead under
+ * max_wal_size 1GB) are removed as the WAL passes them.
+ */
+const CHECKPOINT_EVERY = "10 seconds"
+const CHECKPOINT_AFTER_WAL = 32 * MB
+const CHECKPOINT_TIMEOUT_SECONDS = 5 * 60
+const WAL_PAGE = 8192
+
+interface WalSinceCheckpoint {
+  /** Bytes of WAL from the last checkpoint's redo point to the end of the WAL. */
+  readonly sinceRedo: number
+  /** Bytes of WAL from the last checkpoint's own record (it included) to the end of the WAL. */
+  readonly sinceCheckpoint: number
+  readonly secondsSinceCheckpoint: number
+}
+
+export const checkpointDue = (w: WalSinceCheckpoint): boolean =>
+  w.sinceRedo >= CHECKPOINT_AFTER_WAL || (w.secondsSinceCheckpoint >= CHECKPOINT_TIMEOUT_SECONDS && w.sinceCheckpoint > WAL_PAGE)
+
+/** One look at the WAL: a checkpoint when due (`checkpointDue`), returned with its WAL and time, else undefined. */
+export const checkpoint = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{
+    sinceRedo: string | number
+    sinceCheckpoint: string | number
+    secondsSinceCheckpoint: string | number
+  }>`
+    SELECT pg_current_wal_insert_lsn() - redo_lsn AS since_redo,
+           pg_current_wal_insert_lsn() - checkpoint_lsn AS since_checkpoint,
+           extract(epoch FROM clock_timestamp() - checkpoint_time) AS seconds_since_checkpoint
+    FROM pg_control_checkpoint()`
+  const wal = rows[0]
+  if (wal === undefined) return undefined
+  const since = {
+    sinceRedo: Number(wal.sinceRedo),
+    sinceCheckpoint: Number(wal.sinceCheckpoint),
+    secondsSinceCheckpoint: Number(wal.secondsSinceCheckpoint)
+  }
+  if (!checkpointDue(since)) return undefined
+  const started = performance.now()
+  yield* sql`CHECKPOINT`
+  return { walBytes: since.sinceRedo, ms: Math.round(performance.now() - started) }
+})
+
+/**
+ * The upkeep of the PGlite this SqlClient reaches from when the layer is built: vacuum and analyse
+ * every minute, checkpoints as due every 10 s. Build it once the tables are there (after the
+ * migrations), so that they have statistics from the start. `what` names the database in the logs.
  */
 export const upkept = (what: string) => Layer.scopedDiscard(
-  upkeep.pipe(
-    Effect.tap((done) =>
-      done.length === 0 ? Effect.void : Effect.logDebug(`Upkeep of ${what}: ${done.map((d) => `${d.action} ${d.table} ${d.ms} ms`).join(", ")}`)
+  Effect.zipRight(
+    upkeep.pipe(
+      Effect.tap((done) =>
+        done.length === 0 ? Effect.void : Effect.logDebug(`Upkeep of ${what}: ${done.map((d) => `${d.action} ${d.table} ${d.ms} ms`).join(", ")}`)
+      ),
+      Effect.catchAll((error) => Effect.logWarning(`Could not vacuum or analyse ${what}`, error)),
+      Effect.repeat(Schedule.spaced(UPKEEP_EVERY)),
+      Effect.forkScoped
     ),
-    Effect.catchAll((error) => Effect.logWarning(`Could not vacuum or analyse ${what}`, error)),
-    Effect.repeat(Schedule.spaced(UPKEEP_EVERY)),
-    Effect.forkScoped
+    checkpoint.pipe(
+      Effect.tap((done) =>
+        done === undefined
+          ? Effect.void
+          : Effect.logDebug(`Checkpoint of ${what}: ${Math.round(done.walBytes / MB)} MB of WAL since the last, ${done.ms} ms`)
+      ),
+      Effect.catchAll((error) => Effect.logWarning(`Could not checkpoint ${what}`, error)),
+      Effect.repeat(Schedule.spaced(CHECKPOINT_EVERY)),
+      Effect.forkScoped
+    )
   )
 )
