@@ -25,12 +25,17 @@ import {
   streams,
   subjectMatches
 } from "../services/bus/bus.ts"
+import { groupCommit } from "../services/batching.ts"
 import { currentTraceparent } from "../services/bus/tracing.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 /** As long as the NATS streams keep messages; acknowledgements go with their message. */
 const RETENTION = "7 days"
 const PING_TIMEOUT = Duration.seconds(2)
+/** Publishes stored by one INSERT at most (5 parameters each). */
+const PUBLISH_BATCH = 500
+/** Acknowledgements stored by one INSERT at most. */
+const ACK_BATCH = 1_000
 
 const StoredMessage = Schema.Struct({
   seq: Schema.NumberFromString,
@@ -99,17 +104,38 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
   // Joining and leaving a group are short, but must not interleave.
   const membership = yield* Effect.makeSemaphore(1)
 
-  const insertMessage = SqlSchema.findAll({
-    Request: Schema.Struct({
-      stream: Schema.String,
-      subject: Schema.String,
-      msgId: Schema.String,
-      data: Schema.Uint8ArrayFromSelf,
-      traceparent: Schema.NullOr(Schema.String)
-    }),
-    Result: Schema.Struct({ seq: Schema.NumberFromString, publishedAt: Schema.DateFromSelf }),
-    execute: (message) =>
-      sql`INSERT INTO bus_messages ${sql.insert(message)} ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq, published_at`
+  type NewMessage = {
+    readonly stream: string
+    readonly subject: string
+    readonly msgId: string
+    readonly data: Uint8Array
+    readonly traceparent: string | null
+  }
+  const decodeInserted = Schema.decodeUnknown(
+    Schema.Array(Schema.Struct({ seq: Schema.NumberFromString, publishedAt: Schema.DateFromSelf, stream: Schema.String, msgId: Schema.String }))
+  )
+  /**
+   * Publishes that come together (an outbox's window, a burst of SMTP deliveries) stored by one
+   * INSERT: one statement instead of one each on a database that runs one at a time. Answers each its
+   * stored row, or none when its msgId was published before (a repeat within the batch too).
+   */
+  const insertMessages = yield* groupCommit({
+    maxBatch: PUBLISH_BATCH,
+    parallel: 1,
+    run: (messages: ReadonlyArray<NewMessage>) =>
+      sql`INSERT INTO bus_messages ${sql.insert(messages.map((m) => ({ ...m, data: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength) })))}
+          ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq, published_at, stream, msg_id`.pipe(
+        Effect.flatMap(decodeInserted),
+        Effect.map((rows) => {
+          const byKey = new Map(rows.map((row) => [`${row.stream}\u0000${row.msgId}`, row]))
+          return messages.map((m) => {
+            const key = `${m.stream}\u0000${m.msgId}`
+            const row = byKey.get(key)
+            byKey.delete(key)
+            return row
+          })
+        })
+      )
   })
 
   const unacknowledged = SqlSchema.findAll({
@@ -125,10 +151,18 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
 
   // Through a SELECT, so that a message swept away meanwhile is simply not acknowledged (instead of
   // failing on the foreign key and being retried forever).
-  const acknowledge = (consumer: string, seq: number) =>
-    sql`INSERT INTO bus_acks (consumer, seq)
-        SELECT ${consumer}, seq FROM bus_messages WHERE seq = ${seq}
-        ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
+  // Those of every consumer that come together go in one INSERT (a burst of events is acknowledged by
+  // each of its consumers: one statement each was most of what the embedded database did for it).
+  const acknowledge = yield* groupCommit({
+    maxBatch: ACK_BATCH,
+    parallel: 1,
+    run: (acks: ReadonlyArray<{ readonly consumer: string; readonly seq: number }>) =>
+      sql`INSERT INTO bus_acks (consumer, seq)
+          SELECT a.consumer, m.seq
+          FROM unnest(${acks.map((ack) => ack.consumer)}::text[], ${acks.map((ack) => ack.seq)}::bigint[]) AS a(consumer, seq)
+          JOIN bus_messages m ON m.seq = a.seq
+          ON CONFLICT DO NOTHING`.pipe(Effect.as(acks.map(() => undefined)))
+  })
 
   yield* sql`DELETE FROM bus_messages WHERE published_at < now() - ${RETENTION}::interval`.pipe(
     Effect.catchAllCause((cause) => health.report("Could not sweep old bus messages; will retry", cause)),
@@ -143,17 +177,10 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       return yield* new BusError({ message: `No bus stream takes the subject ${subject}` })
     }
     const traceparent = (yield* currentTraceparent) ?? null
-    const message = {
-      stream: streams[stream].name,
-      subject,
-      msgId: options.msgId,
-      data: Buffer.from(data.buffer, data.byteOffset, data.byteLength),
-      traceparent
-    }
-    const inserted = yield* insertMessage(message).pipe(Effect.mapError(toBusError(`Could not store a bus message on ${subject}`)))
-    const row = inserted[0]
+    const message = { stream: streams[stream].name, subject, msgId: options.msgId, data, traceparent }
+    const row = yield* insertMessages(message).pipe(Effect.mapError(toBusError(`Could not store a bus message on ${subject}`)))
     // No row: the msgId was published before, and that message is already stored and delivered.
-    if (row !== undefined) yield* PubSub.publish(published, { ...message, data, seq: row.seq, publishedAt: row.publishedAt })
+    if (row !== undefined) yield* PubSub.publish(published, { ...message, seq: row.seq, publishedAt: row.publishedAt })
   })
 
   const ping = sql`SELECT 1`.pipe(
@@ -246,7 +273,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
         return spec.handler(message).pipe(
           Effect.matchCauseEffect({
             onSuccess: () =>
-              acknowledge(spec.name, delivery.message.seq).pipe(
+              acknowledge({ consumer: spec.name, seq: delivery.message.seq }).pipe(
                 Effect.tap(() => group.unacked.delete(delivery.message.seq)),
                 Effect.catchAll((error) =>
                   health.report("Could not record a bus acknowledgement; the message will be delivered again", Cause.fail(error)).pipe(

@@ -28,31 +28,53 @@ const SWEEP_EVERY = Duration.seconds(10)
 /** Publications taken by one sweep at most (the next sweep takes the rest). */
 const SWEEP_BATCH = 500
 
+/** Rows written by one INSERT at most: 3 parameters a row, within PostgreSQL's 65,535 a statement. */
+const STAGE_CHUNK = 1_000
 /**
- * Write `publications` in the caller's transaction. One already waiting under the same id stays as it
- * is (the bus would keep only one of the two).
+ * Publications in flight at once: each is acknowledged by the bus on its own, and one at a time a
+ * change to 20,000 emails waited 20,000 round trips (NATS), or 20,000 INSERTs (the embedded bus, which
+ * stores those that come together in one: layers/memory-bus.ts).
  */
-export const stage = (sql: SqlClient.SqlClient, publications: ReadonlyArray<Publication>) =>
-  publications.length === 0 ? Effect.void : sql`
-    INSERT INTO outbox ${sql.insert(publications.map((p) => ({ msg_id: p.msgId, subject: p.subject, data: p.data })))}
-    ON CONFLICT (msg_id) DO NOTHING`.pipe(Effect.asVoid)
+const PUBLISH_WINDOW = 1_000
 
 /**
- * Publish `publications` in order, until the bus refuses one, and delete those it took. What it
- * refused, and what came after, stays for the sweep; the refusal is the caller's to tell.
+ * Write `publications` in the caller's transaction, STAGE_CHUNK to a statement (in order: `position`
+ * counts up). One already waiting under the same id stays as it is (the bus would keep only one of the two).
+ */
+export const stage = (sql: SqlClient.SqlClient, publications: ReadonlyArray<Publication>) =>
+  Effect.forEach(chunked(publications, STAGE_CHUNK), (chunk) =>
+    sql`
+    INSERT INTO outbox ${sql.insert(chunk.map((p) => ({ msg_id: p.msgId, subject: p.subject, data: p.data })))}
+    ON CONFLICT (msg_id) DO NOTHING`, { discard: true })
+
+const chunked = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const chunks: Array<ReadonlyArray<A>> = []
+  for (let from = 0; from < items.length; from += size) chunks.push(items.slice(from, from + size))
+  return chunks
+}
+
+/**
+ * Publish `publications` in order, PUBLISH_WINDOW in flight at once (each sent once the one before it
+ * was, acknowledged on its own), until the bus refuses one, and delete those it took. What it
+ * refused, and what had not been sent by then, stays for the sweep; the refusal is the caller's to
+ * tell. Publications sent after the refused one, before its refusal came back, may have been taken:
+ * they go before it (the sweep publishes it again).
  */
 const publishAll = (sql: SqlClient.SqlClient, bus: BusShape, publications: ReadonlyArray<Publication>) =>
   Effect.gen(function*() {
-    const taken: Array<string> = []
     let refused: BusError | undefined
-    for (const p of publications) {
-      const published = yield* Effect.either(bus.publish(p.subject, p.data, { msgId: p.msgId }))
-      if (published._tag === "Left") {
-        refused = published.left
-        break
-      }
-      taken.push(p.msgId)
-    }
+    const results = yield* Effect.forEach(
+      publications,
+      (p) =>
+        Effect.suspend(() =>
+          refused !== undefined ? Effect.succeed(undefined) : bus.publish(p.subject, p.data, { msgId: p.msgId }).pipe(
+            Effect.as(p.msgId),
+            Effect.catchAll((error) => Effect.sync(() => void (refused ??= error)))
+          )
+        ),
+      { concurrency: PUBLISH_WINDOW }
+    )
+    const taken = results.filter((msgId): msgId is string => typeof msgId === "string")
     if (taken.length > 0) yield* sql`DELETE FROM outbox WHERE msg_id = ANY(${taken}::text[])`
     return { taken: taken.length, refused }
   })

@@ -33,6 +33,17 @@ const isRelease = (row: EmailRow, before: ReadonlyArray<string>) =>
   row.direction === "inbound" && before.some((label) => label === SPAM || label === BLOCKED) &&
   !row.labels.some((label) => label === SPAM || label === BLOCKED)
 
+/** The domains of each email's forwarded copies, in the order the emails first come. */
+const domainsByEmail = (forwards: ReadonlyArray<{ readonly emailId: string; readonly domain: string }>) => {
+  const byEmail = new Map<string, Array<string>>()
+  for (const { domain, emailId } of forwards) {
+    const domains = byEmail.get(emailId) ?? []
+    domains.push(domain)
+    byEmail.set(emailId, domains)
+  }
+  return byEmail
+}
+
 export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -120,7 +131,8 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
             if (added.length > 0 || removed.length > 0) changed.push({ row: next, added, removed })
           }
           // Received mail that loses the last of spam and blocked is let through: forwarded as if it had just arrived.
-          const releases = changed.filter(({ row }) => isRelease(row, rows.find((before) => before.id === row.id)!.labels))
+          const before = new Map(rows.map((row) => [row.id, row.labels]))
+          const releases = changed.filter(({ row }) => isRelease(row, before.get(row.id)!))
           // One statement per resulting label set: a batch given one change mostly ends in a few sets.
           const bySet = new Map<string, { labels: ReadonlyArray<string>; ids: Array<string> }>()
           for (const { row } of changed) {
@@ -156,9 +168,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
               }),
               msgId: `email.labels_changed:${newId("lbl")}`
             })),
-            ...[...new Set(forwards.map((f) => f.emailId))].flatMap((emailId) =>
-              forwardPublications(emailId, forwards.filter((f) => f.emailId === emailId).map((f) => f.domain))
-            ),
+            ...[...domainsByEmail(forwards)].flatMap(([emailId, domains]) => forwardPublications(emailId, domains)),
             ...(yield* announcements(eventIds))
           ]
           yield* stage(sql, owed)

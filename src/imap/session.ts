@@ -457,14 +457,17 @@ export const makeSession = (
         }
       }
       if (!match[2]) {
+        // Written WRITE_BYTES at a time: a "mark all" on a large folder answers tens of thousands.
+        const told = gathering()
         for (const picked of messages) {
           const seq = seqOf(picked.uid)
           if (seq === undefined) continue
           const message = state.messages[seq - 1]!
           const out: Array<Out> = [new Raw("FLAGS"), flagsFor(message)]
           if (byUid) out.unshift(new Raw("UID"), message.uid)
-          yield* untagged(`${seq} FETCH ${serialize(out)}`)
+          yield* told.add(`${seq} FETCH ${serialize(out)}`)
         }
+        yield* told.flush
       }
       yield* tagged(tag, "OK", `${byUid ? "UID STORE" : "STORE"} completed`)
     })
