@@ -87,9 +87,10 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     // The runbook's alert on DATA's 451 has its series before the first one.
     expect(smtpBefore.exported("mailroom_smtp_replies_total", { phase: "data", code: "451" })).toBe(true)
     expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
-    // Only its own roles, and what every process has (the pipeline's stages and the sent mail waiting
-    // that it samples, its database pool, the process's own figures): no consumer, no HTTP.
-    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^(mailroom_(smtp|stage|db_pool|event_loop|outbound_waiting|outbound_oldest|node_info)_?|process_|nodejs_)/.test(name)))
+    // Only its own roles, and what every process has (the pipeline's stages, the sent mail waiting and
+    // the outbox's announcements that it samples, its database pool, the process's own figures): no
+    // consumer, no HTTP.
+    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^(mailroom_(smtp|stage|db_pool|event_loop|outbound_waiting|outbound_oldest|outbox_waiting|outbox_oldest|node_info)_?|process_|nodejs_)/.test(name)))
       .toEqual([])
     // Each node says which process and roles answered, as its log lines name them (host:pid).
     const nodeInfo = (scrape: typeof smtpAfter) => scrape.families.find((family) => family.name === "mailroom_node_info")?.metrics
