@@ -14,7 +14,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Context, Data, Duration, Effect, Layer, Ref, Schedule, Schema } from "effect"
+import { Cause, Context, Data, Duration, Effect, Layer, Option, Ref, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, defaultRetryDelay, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
@@ -353,6 +353,22 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         ORDER BY e.received_at, e.id`.pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
     /**
+     * How many emails of active mailboxes received before `before` are not searchable with the current
+     * model: indexed with another (`otherModel`), or not indexed at all (`unindexed`).
+     */
+    const unsearchable = (before: Date) =>
+      Effect.map(
+        sql<{ otherModel: number; unindexed: number }>`
+          SELECT count(*) FILTER (WHERE d.email_id IS NOT NULL)::int AS other_model,
+                 count(*) FILTER (WHERE d.email_id IS NULL)::int AS unindexed
+          FROM emails e
+          JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          LEFT JOIN search_documents d ON d.email_id = e.id
+          WHERE d.model IS DISTINCT FROM ${embedder.model} AND e.received_at < ${before}`,
+        (rows) => rows[0] ?? { otherModel: 0, unindexed: 0 }
+      )
+
+    /**
      * Forget the search data of these emails: vectors, postings, documents, and their share of the
      * lexicon's counts, in one transaction (the vectors first: an index outage leaves the words as
      * they were). An email indexed afterwards is counted afresh.
@@ -548,6 +564,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       index,
       refresh,
       stale,
+      unsearchable,
       lostVectors,
       embeddedOf,
       staleWords,
@@ -560,6 +577,46 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     } as const
   })
 }) {}
+
+/**
+ * What start says of mail not searchable by meaning (received before `IndexerLive` looked less than
+ * 10 minutes ago excepted): mail indexed with another model (`otherModel`) needs `reindex`; mail not
+ * indexed at all (`unindexed`) may be waiting in the index stage (`waiting`: its consumer's pending
+ * and in-flight messages), which works through it by itself (info). Only what is more than the stage
+ * holds was forgotten (received before search existed, or given up on after failing): `reindex`.
+ */
+export const unsearchableReport = (found: {
+  readonly model: string
+  readonly otherModel: number
+  readonly unindexed: number
+  readonly waiting: number
+}): ReadonlyArray<{ readonly level: "warning" | "info"; readonly message: string }> => {
+  const { model, otherModel, unindexed, waiting } = found
+  const forgotten = Math.max(0, unindexed - waiting)
+  return [
+    ...(otherModel > 0
+      ? [{
+        level: "warning" as const,
+        message: `${otherModel} emails were indexed with another embedding model than ${model}: they are not searchable by meaning ` +
+          "until `npm run reindex` (mailroom reindex) embeds them again"
+      }]
+      : []),
+    ...(forgotten > 0
+      ? [{
+        level: "warning" as const,
+        message: `${forgotten} emails are not indexed and nothing waits to index them (received before search existed, or given up on ` +
+          "after failing): run `npm run reindex` (mailroom reindex) to index them"
+      }]
+      : []),
+    ...(unindexed > 0 && waiting > 0
+      ? [{
+        level: "info" as const,
+        message: `${Math.min(unindexed, waiting)} emails wait in the index stage (${waiting} messages pending there): they become ` +
+          "searchable as it works through them, no reindex needed"
+      }]
+      : [])
+  ]
+}
 
 /**
  * The index actor: consumes `events.email.received` while the worker runs. At start it says how
@@ -578,7 +635,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
+    const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, staleWordsCount, unsearchable } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -657,13 +714,16 @@ export const IndexerLive = Layer.scopedDiscard(
         })
       )
 
-    // Mail still on its way through the bus is not stale; mail older than the ack wait is.
-    yield* stale({ olderThan: new Date(Date.now() - 10 * 60_000) }).pipe(
-      Effect.flatMap((ids) =>
-        ids.length === 0 ? Effect.void : Effect.logWarning(
-          `${ids.length} emails are not searchable by meaning with the embedding model ${model} (indexed with another model, ` +
-            "received before search existed, or given up on after failing); run `npm run reindex` (mailroom reindex) to embed them"
-        )
+    // What start finds not searchable by meaning (unsearchableReport), beside what the index stage
+    // holds; mail younger than the ack wait is on its way.
+    yield* unsearchable(new Date(Date.now() - 10 * 60_000)).pipe(
+      Effect.flatMap(({ otherModel, unindexed }) =>
+        Effect.gen(function*() {
+          const lag = yield* bus.lag(stageConsumers.index).pipe(Effect.orElseSucceed(() => Option.none()))
+          const waiting = Option.match(lag, { onNone: () => 0, onSome: (l) => l.pending + l.inFlight })
+          yield* Effect.forEach(unsearchableReport({ model, otherModel, unindexed, waiting }), ({ level, message }) =>
+            level === "warning" ? Effect.logWarning(message) : Effect.logInfo(message))
+        })
       ),
       Effect.zipRight(staleWordsCount),
       Effect.flatMap((count) =>

@@ -16,7 +16,7 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, type BusMessage, type ConsumerSpec, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Embedder, EmbedderError, readsAnyText } from "../../services/search/embedder.ts"
-import { Indexer, IndexerLive, IndexRetries, uncountWords } from "../../services/search/indexer.ts"
+import { Indexer, IndexerLive, IndexRetries, uncountWords, unsearchableReport } from "../../services/search/indexer.ts"
 import { WORDS_VERSION } from "../../services/search/documents.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
 import { Vectors } from "../../services/search/vectors.ts"
@@ -105,6 +105,17 @@ const lexicon = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   ))
 
 layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
+  it("at start, mail waiting in the index stage is told as such; only other models' mail and what nothing waits for want reindex", () => {
+    const report = (otherModel: number, unindexed: number, waiting: number) =>
+      unsearchableReport({ model: "m1", otherModel, unindexed, waiting }).map(({ level, message }) => [level, message.split(" ")[0]])
+    // A backlog after a restart (18,832 emails waiting): no call to reindex.
+    expect(report(0, 18_832, 19_022)).toEqual([["info", "18832"]])
+    expect(report(0, 5, 0)).toEqual([["warning", "5"]])
+    // More not indexed than the stage holds: those it does not hold were forgotten.
+    expect(report(2, 10, 4)).toEqual([["warning", "2"], ["warning", "6"], ["info", "4"]])
+    expect(report(0, 0, 7)).toEqual([])
+  })
+
   it.effect("indexes once, re-embeds for a new model without recounting, and forgets deleted mailboxes' mail", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -112,7 +123,10 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       const first = yield* Effect.provide(Effect.gen(function*() {
         const indexer = yield* Indexer
         expect(yield* indexer.stale()).toEqual(["eml_a", "eml_b", "eml_c"])
+        const later = new Date(Date.now() + 60_000)
+        expect(yield* indexer.unsearchable(later)).toEqual({ otherModel: 0, unindexed: 3 })
         for (const id of ["eml_a", "eml_b", "eml_c"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
+        expect(yield* indexer.unsearchable(later)).toEqual({ otherModel: 0, unindexed: 0 })
         // A redelivery: nothing is embedded or counted again.
         expect((yield* indexer.index("eml_a")).outcome).toBe("already-indexed")
         expect(yield* indexer.stale()).toEqual([])
@@ -129,6 +143,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         const indexer = yield* Indexer
         // A new model: every email is stale until embedded again, and the lexicon is not recounted.
         expect(yield* indexer.stale()).toEqual(["eml_a", "eml_b", "eml_c"])
+        expect(yield* indexer.unsearchable(new Date(Date.now() + 60_000))).toEqual({ otherModel: 3, unindexed: 0 })
         for (const id of ["eml_a", "eml_b", "eml_c"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
         expect(yield* indexer.stale()).toEqual([])
         expect(yield* lexicon).toEqual(first)
