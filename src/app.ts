@@ -152,8 +152,9 @@ export const vectorsLayer = (config: AppConfigShape, vectorDatabase = vectorData
   // vector a second, to say when it is back.
   const watchedEmbedder = watchedBy(embedder, Embedder, "embedder", (model) => ({
     name: Option.isSome(config.openaiApiKey) ? "OpenAI" : "The embedder",
-    // Cut short: the adapter's own retries would see the return only at their next turn.
-    probe: model.embed(["ping"]).pipe(Effect.timeout("3 seconds"), Effect.asVoid)
+    // Cut short: the adapter's own retries would see the return only at their next turn. Ahead of
+    // indexing work waiting (as a query is): behind a backlog it would time out, the embedder well.
+    probe: model.embed(["ping"], "query").pipe(Effect.timeout("3 seconds"), Effect.asVoid)
   }))
   return Layer.mergeAll(
     Vectors.Default.pipe(Layer.provideMerge(Layer.merge(watchedEmbedder, vectorIndexLayer(config, vectorDatabase)))),
