@@ -168,14 +168,18 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
      * The emails `scope` picks (one mailbox's, or every active mailbox's of an account), newest first
      * unless `sort` says otherwise, those matching `filter` only. The page and the count in one
      * statement, so they describe the same moment even while mail arrives: one row per email, or a
-     * single row of nulls with the count when the page is empty. With `after`, mail by arrival is in
-     * the order it was stored (so that a loop that carries on after the last one it saw misses none).
+     * single row of nulls with the count when the page is empty. Oldest first, and with `after`, mail
+     * by arrival is in the order it was stored (so that a loop that carries on after the last one it
+     * saw, from its first page on, misses none and sees none twice).
      */
     const listIn = (scope: Statement.Fragment, page: Page, sort: Sort<EmailSortField>, filter: EmailFilter) =>
       Effect.gen(function*() {
         if (filter.received !== undefined) yield* checkRange(filter.received)
         const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
-        const order = filter.after !== undefined && sort.field === "received_at"
+        // Oldest first is a loop's order, from its first page on (whose last email is its next call's
+        // `after`): the order mail was stored, as `after` reads it. Newest first, for reading, is by arrival.
+        const inStoredOrder = sort.field === "received_at" && (filter.after !== undefined || sort.direction === "asc")
+        const order = inStoredOrder
           ? sql`e.stored_seq ${direction}, e.received_at ${direction}, e.id ${direction}`
           : sql`${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}`
         const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`

@@ -50,10 +50,18 @@ layer(services, { timeout: "60 seconds" })("stored order", (it) => {
       const late = yield* arrived(mailbox, "late", 5)
       // The later arrival is stored first (another ingest took it); the agent lists and sees it.
       yield* storeEmails(sql, [late])
+      const emails = yield* Emails
+      const firstPage = (limit: number) =>
+        Effect.map(emails.list(mailbox.owner.userId, mailbox.mailboxId, { limit, offset: 0 }, oldestFirst), ({ emails }) => emails.map((email) => email.subject))
+      expect(yield* firstPage(20)).toEqual(["late"])
       const [seen] = yield* subjectsAfter(mailbox, early.emailId).pipe(Effect.flip, Effect.as(["refused"]))
       expect(seen).toBe("refused") // not stored yet: no place to carry on from
       yield* storeEmails(sql, [early])
       expect(yield* subjectsAfter(mailbox, late.emailId)).toEqual([["early"], 1])
+      // A loop's first page (no cursor yet) is in the same order as the pages after it: what it lists
+      // last is where the next carries on, nothing listed again, nothing passed over.
+      expect(yield* firstPage(1)).toEqual(["late"])
+      expect(yield* firstPage(20)).toEqual(["late", "early"])
       // A batch keeps its order within the account; three later, for a cursor deleted since.
       const batch = [yield* arrived(mailbox, "b1", 30), yield* arrived(mailbox, "b2", 1), yield* arrived(mailbox, "b3", 20)]
       yield* storeEmails(sql, batch)
@@ -62,7 +70,6 @@ layer(services, { timeout: "60 seconds" })("stored order", (it) => {
       yield* deletions.emails(mailbox.owner.userId, [early.emailId])
       expect(yield* subjectsAfter(mailbox, early.emailId)).toEqual([["b1", "b2", "b3"], 3])
       // Newest first after a cursor: the same emails, the last stored first.
-      const emails = yield* Emails
       const newest = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, page, { field: "received_at", direction: "desc" }, { after: late.emailId })
       expect(newest.emails.map((email) => email.subject)).toEqual(["b3", "b2", "b1"])
       // And across the account's mailboxes.
