@@ -65,17 +65,20 @@ const retryAfterOf = (details: Details | undefined): number => {
   return typeof seconds === "number" && Number.isFinite(seconds) && seconds > 0 ? seconds : 0
 }
 
+/** What a client decodes from an envelope of `cls`: a refusal's `retryAfter` is its body's `details.retry_after`. */
+const errorOf = <E extends ApiError>(cls: ErrorClass<E>) =>
+(answer: { readonly error: { readonly message: string; readonly details?: Details | undefined } }): E =>
+  new cls({
+    message: answer.error.message,
+    ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
+    retryAfter: retryAfterOf(answer.error.details)
+  })
+
 const makeEnvelope = <E extends ApiError>(cls: ErrorClass<E>) => {
   const wire = wireOf(cls)
   return Schema.transform(errorBody(wire.code, cls.fields.details.from), Schema.typeSchema(cls), {
     strict: true,
-    // What a client decodes: a refusal's `retryAfter` is its body's `details.retry_after`.
-    decode: (answer) =>
-      new cls({
-        message: answer.error.message,
-        ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
-        retryAfter: retryAfterOf(answer.error.details)
-      }),
+    decode: errorOf(cls),
     encode: body
   }).annotations({ ...HttpApiSchema.annotations({ status: wire.status }), description: wire.description })
 }
@@ -113,12 +116,7 @@ export const envelopeFor = <E extends ApiError, D extends Details, I>(
   const answer = errorBody(wire.code, variant.details)
   return Schema.transform(answer, Schema.typeSchema(cls), {
     strict: true,
-    decode: (answer) =>
-      new cls({
-        message: answer.error.message,
-        ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
-        retryAfter: retryAfterOf(answer.error.details)
-      }),
+    decode: errorOf(cls),
     // The class types its details loosely; the keys named are checked as the body is encoded.
     encode: (error) => body(error) as typeof answer.Type
   }).annotations({

@@ -10,7 +10,7 @@
  */
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, emailWithSubject, launchBrowser, openPage, type SessionApi, sessionApi, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"
@@ -43,26 +43,10 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   /** A day (YYYY-MM-DD) as the page's browser writes it with `style` (its locale and zone are the page's). */
   const dayInPage = (date: string, style: Intl.DateTimeFormatOptions) =>
     page.evaluate(([d, s]) => new Date(`${d}T00:00:00`).toLocaleDateString([], s), [date, style] as const)
-  /** The session's API, as the page calls it (its cookie; a write with the page's origin). */
-  const api = async (method: "GET" | "POST" | "PATCH", path: string, body?: unknown) => {
-    const response = await page.request.fetch(path, {
-      method,
-      headers: { origin: server.url, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { data: JSON.stringify(body) })
-    })
-    expect(response.status(), `${method} ${path}`).toBeLessThan(300)
-    return (await response.json()).data
-  }
+  /** The session's API, as the page calls it. */
+  const api: SessionApi = (method, path, body) => sessionApi(page, server.url)(method, path, body)
   /** The mailbox's email whose subject is `subject`, once it is stored. */
-  const emailWithSubject = async (subject: string): Promise<string> => {
-    for (let tries = 0; tries < 200; tries++) {
-      const emails: Array<{ email_id: string; subject: string }> = await api("GET", `/api/mailboxes/${mailboxId}/emails?limit=100`)
-      const found = emails.find((e) => e.subject === subject)
-      if (found) return found.email_id
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    throw new Error(`No email "${subject}"`)
-  }
+  const withSubject = (subject: string) => emailWithSubject(api, mailboxId, subject)
   /** Until the mailbox's schedule holds the event `uid` as `email_id` brought it, with `status`. */
   const scheduled = async (uid: string, emailId: string, status = "confirmed") => {
     const range = `from=${daysAhead(-1)}T00:00:00Z&to=${daysAhead(13)}T00:00:00Z&include_cancelled=true`
@@ -229,7 +213,7 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
       text: "A day off.",
       icalEvent: { method: "REQUEST", content: ics }
     })
-    await page.goto(`/#/emails/${await emailWithSubject("Invitation: Company holiday")}`)
+    await page.goto(`/#/emails/${await withSubject("Invitation: Company holiday")}`)
     const card = page.getByRole("region", { name: "Invitation" })
     await card.getByRole("heading", { name: "Company holiday" }).waitFor()
     await expect(card.locator("dd").first().textContent()).resolves.toBe(await dayInPage(daysAhead(4), { dateStyle: "full" }))
@@ -256,7 +240,7 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
         text: "Partner sync.",
         icalEvent: { method, content: version(sequence, hour, method) }
       })
-      const emailId = await emailWithSubject(subject)
+      const emailId = await withSubject(subject)
       await api("PATCH", `/api/emails/${emailId}`, { remove_labels: ["unauthenticated"] })
       return emailId
     }
@@ -319,7 +303,7 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
         text: "Vendor call.",
         icalEvent: { method: "REQUEST", content: invitation(sequence, hour) }
       })
-      return emailWithSubject(subject)
+      return withSubject(subject)
     }
     // A new event is entered from anyone; its move, from the organizer's address with nothing proving it, is not applied.
     const first = await send("Vendor call", 0, "10")

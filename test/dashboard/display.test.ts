@@ -9,7 +9,7 @@
 import { domainToUnicode } from "node:url"
 import type { Browser, Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, emailWithSubject, launchBrowser, openPage, type SessionApi, sessionApi, signUpWithMailbox, type WatchedPage } from "../support/browser.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { tellOnFailure } from "../support/tell-on-failure.ts"
@@ -67,21 +67,9 @@ describe.runIf(runnable)("the dashboard: how people's text is laid out", () => {
   let mailboxId = ""
 
   /** The session's API, as the page calls it. */
-  const api = async (method: "GET" | "POST", path: string, body?: unknown) => {
-    const response = await page.request.fetch(path, {
-      method,
-      headers: { origin: server.url, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { data: JSON.stringify(body) })
-    })
-    expect(response.status(), `${method} ${path}`).toBeLessThan(300)
-    return (await response.json()).data
-  }
+  const api: SessionApi = (method, path, body) => sessionApi(page, server.url)(method, path, body)
   /** The mailbox's email whose subject is `subject`, once it is stored. */
-  const emailWithSubject = (subject: string): Promise<string> =>
-    until(`the email "${subject.slice(0, 40)}"`, async () => {
-      const emails: Array<{ email_id: string; subject: string }> = await api("GET", `/api/mailboxes/${mailboxId}/emails?limit=100`)
-      return emails.find((e) => e.subject === subject)?.email_id
-    }, 30_000, 100)
+  const withSubject = (subject: string) => emailWithSubject(api, mailboxId, subject)
 
   beforeAll(async () => {
     backend = await createBackend()
@@ -124,7 +112,7 @@ describe.runIf(runnable)("the dashboard: how people's text is laid out", () => {
     await sendMail(server.smtpPort, { to: address, subject: LONG_SUBJECT, text: "A long subject." })
     await sendMail(server.smtpPort, { to: address, subject: "Harbour crane inspection", text: "The harbour crane passed its inspection." })
     await sendMail(server.smtpPort, { to: address, subject: "Orchard apricot harvest", text: "The orchard apricot harvest starts on Monday." })
-    for (const subject of [HEBREW_SUBJECT, "Mixed lines", LONG_SUBJECT]) await emailWithSubject(subject)
+    for (const subject of [HEBREW_SUBJECT, "Mixed lines", LONG_SUBJECT]) await withSubject(subject)
   })
 
   it("lays right-to-left text out right to left: in the list, on the email's page, line by line in a mixed text", async () => {
@@ -142,7 +130,7 @@ describe.runIf(runnable)("the dashboard: how people's text is laid out", () => {
     expect(await readsRightToLeft(body, HEBREW_LINE)).toBe(true)
 
     // A text whose first line is English: its Hebrew line still runs right to left, its "?" on the left.
-    await page.goto(`/#/emails/${await emailWithSubject("Mixed lines")}`)
+    await page.goto(`/#/emails/${await withSubject("Mixed lines")}`)
     await page.getByRole("heading", { level: 1, name: "Mixed lines" }).waitFor()
     const mixed = page.locator("pre.mail-text")
     expect(await readsRightToLeft(mixed, "The meeting moved")).toBe(false)
@@ -219,7 +207,7 @@ describe.runIf(runnable)("the dashboard: how people's text is laid out", () => {
       await expect(scrollsSideways(page)).resolves.toBe(false)
     }
     await page.setViewportSize({ width: 1280, height: 800 })
-    await page.goto(`/#/emails/${await emailWithSubject(LONG_SUBJECT)}`)
+    await page.goto(`/#/emails/${await withSubject(LONG_SUBJECT)}`)
     const heading = page.getByRole("heading", { level: 1 })
     await expect(heading.textContent()).resolves.toBe(LONG_SUBJECT)
     await expect(heading.evaluate((element: any) => element.scrollWidth <= element.clientWidth && element.getBoundingClientRect().height > 100)).resolves.toBe(true)

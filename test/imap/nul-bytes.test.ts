@@ -4,32 +4,20 @@
  * a space, a byte for a byte, so RFC822.SIZE and partial fetches count the bytes of the stored message
  * (src/imap/protocol.ts). Before, BODY[] and HEADER.FIELDS literals carried the NULs.
  */
-import { beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { useCertificate } from "../support/certificate.ts"
-import { bareImapOverTls } from "../support/imap-wire.ts"
+import { useImapsServer } from "../support/imaps-server.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
-import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import type { SuiteServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
 import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
-const certificate = useCertificate("imap-nul-bytes")
-let imapsPort: number
 let suite: SuiteServer
-
-beforeAll(async () => {
-  imapsPort = await freePort()
-})
-useSuiteServer((s) => {
+const imaps = useImapsServer("imap-nul-bytes", (s) => {
   suite = s
-}, {
-  ...certificate.env,
-  get IMAPS_PORT() {
-    return String(imapsPort)
-  }
-} as Record<string, string>)
+})
 
 describe("NUL bytes", () => {
   it("keeps them in the raw download and serves each as a space over IMAP, sizes unchanged", async () => {
@@ -58,7 +46,7 @@ describe("NUL bytes", () => {
     expect(Buffer.from(await raw.arrayBuffer()).toString("latin1")).toBe(sent)
 
     const served = sent.replaceAll("\u0000", " ")
-    const { close, send } = await bareImapOverTls(imapsPort)
+    const { close, send } = await imaps.bareOverTls()
     try {
       expect(await send(`a1 LOGIN ${box.address} ${box.user.apiKey}\r\n`, "a1")).toMatch(/a1 OK/)
       expect(await send("a2 SELECT INBOX\r\n", "a2")).toMatch(/a2 OK/)
