@@ -10,7 +10,8 @@
  */
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, emailWithSubject, launchBrowser, openPage, type SessionApi, sessionApi, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { emailWithSubject, type SessionApi, sessionApi } from "../support/session-api.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"

@@ -5,8 +5,6 @@
  */
 import * as fs from "node:fs"
 import { type Browser, chromium, type Page } from "playwright-core"
-import { expect } from "vitest"
-import { until } from "./wait.ts"
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 
@@ -86,28 +84,3 @@ export const signUpWithMailbox = async (
   await page.getByRole("button", { name: "Create mailbox" }).click()
   await page.getByRole("link", { name: account.address }).waitFor()
 }
-
-
-/** A call of the dashboard's session API: what a page's own scripts would ask, answering the body's `data`. */
-export type SessionApi = (method: "GET" | "POST" | "PATCH", path: string, body?: unknown) => Promise<any>
-
-/**
- * The session API as `page` calls it (its cookie; a write with the page's origin, `origin`): an
- * answer of 300 or more fails the test, naming the call.
- */
-export const sessionApi = (page: Page, origin: string): SessionApi => async (method, path, body) => {
-  const response = await page.request.fetch(path, {
-    method,
-    headers: { origin, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { data: JSON.stringify(body) })
-  })
-  expect(response.status(), `${method} ${path}`).toBeLessThan(300)
-  return (await response.json()).data
-}
-
-/** The id of the email of `mailboxId` whose subject is `subject`, once it is stored (read through `api`). */
-export const emailWithSubject = (api: SessionApi, mailboxId: string, subject: string): Promise<string> =>
-  until(`the email "${subject.slice(0, 40)}"`, async () => {
-    const emails: Array<{ email_id: string; subject: string }> = await api("GET", `/api/mailboxes/${mailboxId}/emails?limit=100`)
-    return emails.find((e) => e.subject === subject)?.email_id
-  }, 30_000, 100)
