@@ -4,7 +4,9 @@
  * attachment, decides; a byte-order mark outranks it (it cannot be wrong about UTF-16); without either,
  * UTF-8 when the bytes are UTF-8, else Windows-1252, the charset undeclared mail is most often in.
  * Decoded by iconv-lite, as mailparser decodes bodies (Node's own TextDecoder reads Windows-1252 as
- * ISO-8859-1: no € for 0x80).
+ * ISO-8859-1: no € for 0x80), to which the 7-bit charsets it lacks are added here: HZ (RFC 1843) and
+ * ISO-2022-KR (RFC 1557), read through its GB2312 and EUC-KR tables, so bodies, encoded words and
+ * attachments in them read as their characters (mailparser reads ISO-2022-JP itself).
  */
 import iconv from "iconv-lite"
 import { TextDecoder } from "node:util"
@@ -122,8 +124,106 @@ class LenientUtf8Codec {
     }
   }
 }
-iconv.getCodec("utf-8") // iconv-lite loads its table of encodings on first use: then ours is added to it.
-;(iconv as unknown as { encodings: Record<string, unknown> }).encodings[LENIENT_UTF8.replace(/[^0-9a-z]/g, "")] = LenientUtf8Codec
+
+/**
+ * HZ's bytes (RFC 1843: 7-bit GB2312 for mail and news) as the EUC bytes of the same characters, which
+ * iconv-lite's GB2312 (GBK) table reads. In ASCII mode `~~` is a tilde, `~` and a line end is no
+ * character (a line continued), `~{` starts GB mode; in GB mode `~}` ends it and each two bytes are a
+ * GB2312 character (its row and cell, each plus 0xA0). A `~` before anything else is kept as written,
+ * as is any other byte; a line end in GB mode (a writer that left it open) goes back to ASCII.
+ */
+export const hzAsEucCn = (bytes: Uint8Array): Buffer => {
+  const out: Array<number> = []
+  let gb = false
+  for (let at = 0; at < bytes.length; at++) {
+    const byte = bytes[at]!
+    const next = bytes[at + 1]
+    if (byte === 0x7e && !gb && next === 0x7e) {
+      out.push(0x7e)
+      at++
+    } else if (byte === 0x7e && !gb && next === 0x0a) {
+      at++
+    } else if (byte === 0x7e && !gb && next === 0x0d && bytes[at + 2] === 0x0a) {
+      at += 2
+    } else if (byte === 0x7e && next === (gb ? 0x7d : 0x7b)) {
+      gb = !gb
+      at++
+    } else if (gb && byte >= 0x21 && byte <= 0x7e && next !== undefined && next >= 0x21 && next <= 0x7e) {
+      out.push(byte | 0x80, next | 0x80)
+      at++
+    } else {
+      if (byte === 0x0a || byte === 0x0d) gb = false
+      out.push(byte)
+    }
+  }
+  return Buffer.from(out)
+}
+
+/**
+ * ISO-2022-KR's bytes (RFC 1557: `ESC $ ) C` once designates KS C 5601, SO shifts into it and SI back
+ * to ASCII) as the EUC-KR bytes of the same characters, which iconv-lite reads. In KS C 5601 each two
+ * bytes are a character (plus 0x80 each); a space stays a space, and a line end goes back to ASCII, as
+ * RFC 1557 has every line start in it. SO shifts whether or not the designation came first.
+ */
+export const iso2022krAsEucKr = (bytes: Uint8Array): Buffer => {
+  const out: Array<number> = []
+  let korean = false
+  for (let at = 0; at < bytes.length; at++) {
+    const byte = bytes[at]!
+    const next = bytes[at + 1]
+    if (byte === 0x1b && next === 0x24 && bytes[at + 2] === 0x29 && bytes[at + 3] === 0x43) {
+      at += 3
+    } else if (byte === 0x0e || byte === 0x0f) {
+      korean = byte === 0x0e
+    } else if (korean && byte >= 0x21 && byte <= 0x7e && next !== undefined && next >= 0x21 && next <= 0x7e) {
+      out.push(byte | 0x80, next | 0x80)
+      at++
+    } else {
+      if (byte === 0x0a || byte === 0x0d) korean = false
+      out.push(byte)
+    }
+  }
+  return Buffer.from(out)
+}
+
+/**
+ * A codec iconv-lite reads a 7-bit charset with that `asEuc` turns into the bytes of `euc`, a charset
+ * iconv-lite knows: a part's bytes gathered, then read whole (a shift may come chunks before the
+ * characters it governs). Only for reading received mail: nothing here writes these charsets.
+ */
+const sevenBitCodec = (asEuc: (bytes: Uint8Array) => Buffer, euc: string) =>
+  class {
+    decoder = class {
+      private readonly chunks: Array<Buffer> = []
+      write(chunk: Buffer): string {
+        this.chunks.push(chunk)
+        return ""
+      }
+      end(): string {
+        return iconv.decode(asEuc(Buffer.concat(this.chunks)), euc)
+      }
+    }
+    encoder = class {
+      write(): Buffer {
+        throw new Error(`Mail is not written in ${euc}'s 7-bit form here`)
+      }
+      end(): undefined {
+        return undefined
+      }
+    }
+  }
+
+iconv.getCodec("utf-8") // iconv-lite loads its table of encodings on first use: then ours are added to it.
+{
+  const encodings = (iconv as unknown as { encodings: Record<string, unknown> }).encodings
+  encodings[LENIENT_UTF8.replace(/[^0-9a-z]/g, "")] = LenientUtf8Codec
+  // RFC 1843's HZ, as IANA names it (HZ-GB-2312) and as mail programs label it.
+  encodings["hzgb2312"] = sevenBitCodec(hzAsEucCn, "gb2312")
+  encodings["hz"] = "hzgb2312"
+  // RFC 1557's ISO-2022-KR, and its IANA alias.
+  encodings["iso2022kr"] = sevenBitCodec(iso2022krAsEucKr, "euc-kr")
+  encodings["csiso2022kr"] = "iso2022kr"
+}
 
 /** A Content-Type header of a text part, folded lines included (a binary string, a character a byte). */
 const TEXT_CONTENT_TYPE = /^Content-Type:[ \t]*text\/[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*/gim
@@ -254,6 +354,29 @@ const iso2022jpAsEucJp = (bytes: Uint8Array): Buffer => {
 /** An escape sequence of ISO-2022-JP (into JIS X 0208 or 0212, or back to ASCII): header text written in it raw. */
 const ISO_2022_JP_ESCAPE = /\x1b(?:\$[@B]|\$\(D|\([BJI])/
 
+/** ISO-2022-KR's designation of KS C 5601, or its shift into it (SO) before a character: header text written in it raw. */
+// eslint-disable-next-line no-control-regex
+const ISO_2022_KR_SHIFT = /\x1b\$\)C|\x0e[\x21-\x7e]{2}/
+
+/** Whether `charset` names HZ (RFC 1843), as iconv-lite reads the name. */
+const isHz = (charset: string | undefined) => charset !== undefined && /^(?:hzgb2312|hz)$/.test(charset.toLowerCase().replace(/[^0-9a-z]/g, ""))
+
+/**
+ * 7-bit header text read in the ISO-2022 charset whose escapes or shifts it holds (ISO-2022-JP's, ISO-2022-KR's),
+ * or in HZ when the message's text is in HZ (`declared`) and the text holds a `~{` that reads as GB2312;
+ * else as it is. Undefined when none of those applies.
+ */
+const sevenBitHeaderText = (text: string, declared: string | undefined): string | undefined => {
+  const bytes = Buffer.from(text, "latin1")
+  if (ISO_2022_JP_ESCAPE.test(text)) return iconv.decode(iso2022jpAsEucJp(bytes), "euc-jp")
+  if (ISO_2022_KR_SHIFT.test(text)) return iconv.decode(iso2022krAsEucKr(bytes), "euc-kr")
+  if (isHz(declared) && text.includes("~{")) {
+    const read = iconv.decode(hzAsEucCn(bytes), "gb2312")
+    if (!read.includes("\ufffd")) return read
+  }
+  return undefined
+}
+
 /** Whether `charset` reads ASCII as ASCII (header text around 8-bit bytes is ASCII: not UTF-16's, nor UTF-7's). */
 const asciiCompatible = (charset: string) => {
   const ascii = "Subject: Re: a-z A-Z 0-9 <ann@example.com> (=?_\"'.,;)"
@@ -280,8 +403,9 @@ export const declaredTextCharset = (message: Buffer): string | undefined => {
 }
 
 /**
- * Header text its sender wrote raw, not in encoded words (`bytes`): ISO-2022-JP when it holds that
- * charset's escape sequences and no 8-bit byte; else UTF-8 when its bytes are (RFC 6532, what
+ * Header text its sender wrote raw, not in encoded words (`bytes`): with no 8-bit byte, ISO-2022-JP
+ * or ISO-2022-KR when it holds that charset's escape sequences or shifts, HZ when the message's text is
+ * in HZ and it holds HZ's `~{` (sevenBitHeaderText), else as it is; else UTF-8 when its bytes are (RFC 6532, what
  * SMTPUTF8 mail carries); else in `declared`, the charset the message's text names
  * (declaredTextCharset), when they read as that with no character lost nor any C1 control character;
  * else Windows-1252, each run of bytes that are no UTF-8, as 8-bit body text without a charset is
@@ -292,7 +416,7 @@ export const headerBytesText = (bytes: Uint8Array, declared: string | undefined)
   const eightBit = buffer.some((byte) => byte >= 0x80)
   if (!eightBit) {
     const text = buffer.toString("latin1")
-    return ISO_2022_JP_ESCAPE.test(text) ? iconv.decode(iso2022jpAsEucJp(buffer), "euc-jp") : text
+    return sevenBitHeaderText(text, declared) ?? text
   }
   if (firstInvalidUtf8(buffer) === buffer.length) return buffer.toString("utf8")
   if (declared !== undefined) {

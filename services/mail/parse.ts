@@ -9,8 +9,9 @@
  * - 8-bit body text that is no UTF-8 and named no charset (or named UTF-8 wrongly) reads as Windows-1252,
  *   its UTF-8 characters as UTF-8, whatever its transfer encoding;
  * - html whose Content-Type names no charset reads in the one its `<meta>` tag names, as browsers read it;
- * - raw header text (an attachment's name too) is UTF-8 when it is, ISO-2022-JP when it holds that
- *   charset's escapes, else in the charset the message's text names, else Windows-1252.
+ * - raw header text (an attachment's name too) is UTF-8 when it is, ISO-2022-JP or ISO-2022-KR when it
+ *   holds that charset's escapes, HZ when the message's text is HZ and it holds HZ's `~{`, else in the
+ *   charset the message's text names, else Windows-1252.
  */
 import libmime from "libmime"
 import { type ParsedMail, simpleParser } from "mailparser"
@@ -147,14 +148,17 @@ const decodeWords = (value: string) => {
   }
 }
 
+/** What raw header text headerBytesText may read otherwise than as ASCII: 8-bit bytes, ISO-2022's ESC and SO, HZ's `~{`. */
+const RAW_TEXT = /[\x80-\xff\x1b\x0e]|~\{/
+
 /**
  * A header line as its sender wrote it. Lines come as binary strings (a character a byte): raw text
- * is read as charsets.ts headerBytesText reads it (UTF-8, RFC 6532's, when it is; ISO-2022-JP when
- * it holds that charset's escapes; else `declared`, the charset the message's text names, or
- * Windows-1252).
+ * is read as charsets.ts headerBytesText reads it (UTF-8, RFC 6532's, when it is; ISO-2022-JP or
+ * ISO-2022-KR when it holds that charset's escapes; HZ when the message's text is; else `declared`,
+ * the charset the message's text names, or Windows-1252).
  */
 const headerText = (line: string, declared: string | undefined): string =>
-  /[\x80-\xff\x1b]/.test(line) ? headerBytesText(Buffer.from(line, "latin1"), declared) : line
+  RAW_TEXT.test(line) ? headerBytesText(Buffer.from(line, "latin1"), declared) : line
 
 /** Header lines ("Key: value", possibly folded) to lower-cased names and decoded values. */
 const headersOf = (lines: ReadonlyArray<string>, declared: string | undefined): Headers => {
@@ -416,7 +420,7 @@ const bodiesOf = (message: Buffer) => Effect.map(Effect.tryPromise(() => simpleP
  */
 const filenameOf = (name: string, raw: () => string, declared: string | undefined): string => {
   const parsed = clean(name)
-  const written = /[\x80-\xff\x1b]/.test(parsed) && !/[^\x00-\xff]/.test(parsed) && raw().includes(parsed)
+  const written = RAW_TEXT.test(parsed) && !/[^\x00-\xff]/.test(parsed) && raw().includes(parsed)
   // eslint-disable-next-line no-control-regex
   return (written ? headerBytesText(Buffer.from(parsed, "latin1"), declared) : parsed).replace(/[\u0080-\u009f]/g, "")
 }

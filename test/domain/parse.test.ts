@@ -323,6 +323,78 @@ describe("parseMessage", () => {
       expect([parsed.subject, parsed.headers["subject"], parsed.attachments[0]?.filename]).toEqual(["ご案内 raw jis", "ご案内 raw jis", "見積書.pdf"])
     }))
 
+  describe("the 7-bit charsets HZ (RFC 1843) and ISO-2022-KR (RFC 1557)", () => {
+    // Each character's GB2312 or KS C 5601 bytes without their high bits, as the two charsets carry them.
+    const sevenBit = (text: string, charset: string) => Buffer.from(iconv.encode(text, charset).map((byte) => byte & 0x7f)).toString("latin1")
+    const hz = (text: string) => `~{${sevenBit(text, "gb2312")}~}`
+    const kr = (text: string) => `\x0e${sevenBit(text, "euc-kr")}\x0f`
+    const qp = (bytes: string) => bytes.replace(/[=\x00-\x1f\x7f]/g, (c) => (c === "\n" ? "\r\n" : `=${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`))
+    const message = (subject: string, charset: string, encoding: string, body: string) =>
+      Buffer.from(
+        `From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: ${subject}\r\nMIME-Version: 1.0\r\n` +
+          `Content-Type: text/plain; charset=${charset}\r\nContent-Transfer-Encoding: ${encoding}\r\n\r\n${body}\r\n`,
+        "latin1"
+      )
+    const hzBody = `${hz("会议改到明天")} at 10, room ~~3.\n${hz("请带上")}slides, one line ~\ncontinued.`
+    const krBody = `\x1b$)C\n${kr("회의는 내일로")} at 10, room ~3.\n${kr("슬라이드를")} bring.`
+
+    it.effect("the RFC's own examples read as their characters", () =>
+      Effect.sync(() => {
+        expect(decodeText(Buffer.from("In GB.~{<:Ky2;S{#,NpJ)l6HK!#~}Bye.", "latin1"), "HZ-GB-2312")).toBe("In GB.己所不欲，勿施於人。Bye.")
+        expect(decodeText(Buffer.from("\x1b$)C\x0eGQ1[\x0f ok", "latin1"), "ISO-2022-KR")).toBe("한글 ok")
+        expect(decodeText(Buffer.from("a~~b~\nc ~{", "latin1"), "hz")).toBe("a~bc ")
+      }))
+
+    it.effect("a text/plain body reads as its characters, sent 7bit, quoted-printable or base64", () =>
+      Effect.gen(function*() {
+        for (const [charset, body, text] of [
+          ["hz-gb-2312", hzBody, "会议改到明天 at 10, room ~3.\n请带上slides, one line continued."],
+          ["HZ-GB-2312", hzBody, "会议改到明天 at 10, room ~3.\n请带上slides, one line continued."],
+          ["iso-2022-kr", krBody, "\n회의는 내일로 at 10, room ~3.\n슬라이드를 bring."],
+          ["\"ISO-2022-KR\"", krBody, "\n회의는 내일로 at 10, room ~3.\n슬라이드를 bring."]
+        ] as const) {
+          for (const [encoding, sent] of [
+            ["7bit", body.replace(/\n/g, "\r\n")],
+            ["quoted-printable", qp(body)],
+            ["base64", Buffer.from(body, "latin1").toString("base64")]
+          ] as const) {
+            const parsed = yield* parseMessage(message("Hi", charset, encoding, sent))
+            expect(parsed.text.trimEnd(), `${charset} ${encoding}`).toBe(text)
+          }
+        }
+      }))
+
+    it.effect("a subject, and a sender's name, in encoded words (B or Q) read as their characters", () =>
+      Effect.gen(function*() {
+        const b = (charset: string, bytes: string) => `=?${charset}?B?${Buffer.from(bytes, "latin1").toString("base64")}?=`
+        // Q as a phrase may hold it (RFC 2047 §5): letters, digits and !*+-/ as they are, the rest as =XX.
+        const q = (charset: string, bytes: string) => `=?${charset}?Q?${bytes.replace(/[^A-Za-z0-9!*+/-]/g, (c) => `=${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`)}?=`
+        const cases = [
+          [b("HZ-GB-2312", `${hz("季度报告")} Q3`), "季度报告 Q3"],
+          [q("hz-gb-2312", `Re: ${hz("季度报告")}`), "Re: 季度报告"],
+          [b("ISO-2022-KR", `\x1b$)C${kr("분기 보고서")} Q3`), "분기 보고서 Q3"],
+          [q("iso-2022-kr", `Re: \x1b$)C${kr("분기 보고서")}`), "Re: 분기 보고서"]
+        ] as const
+        for (const [words, subject] of cases) {
+          const raw = Buffer.from(message(words, "us-ascii", "7bit", "x").toString("latin1").replace("From: ada@example.com", `From: ${words} <ada@example.com>`), "latin1")
+          const parsed = yield* parseMessage(raw)
+          expect([parsed.subject, parsed.headers["subject"], parsed.fromName, parsed.from], words).toEqual([subject, subject, subject, "ada@example.com"])
+        }
+      }))
+
+    it.effect("raw header text in ISO-2022-KR reads as ISO-2022-KR; in HZ, when the message's text is HZ; a ~{ in other mail stays as written", () =>
+      Effect.gen(function*() {
+        const korean = yield* parseMessage(message(`\x1b$)C${kr("회의 안내")} raw`, "iso-2022-kr", "7bit", krBody.replace(/\n/g, "\r\n")))
+        expect([korean.subject, korean.headers["subject"]]).toEqual(["회의 안내 raw", "회의 안내 raw"])
+        const shifted = yield* parseMessage(message(`${kr("회의 안내")} raw`, "us-ascii", "7bit", "x"))
+        expect(shifted.subject).toBe("회의 안내 raw")
+        const chinese = yield* parseMessage(message(`${hz("会议通知")} raw`, "hz-gb-2312", "7bit", hzBody.replace(/\n/g, "\r\n")))
+        expect([chinese.subject, chinese.headers["subject"]]).toEqual(["会议通知 raw", "会议通知 raw"])
+        const ascii = yield* parseMessage(message("a ~{ b ~} c", "us-ascii", "7bit", "x"))
+        expect(ascii.subject).toBe("a ~{ b ~} c")
+      }))
+  })
+
   it.effect("UTF-8 text with a character's bytes cut by a line break reads alike sent 8-bit, quoted-printable or base64: its UTF-8 as UTF-8, only the stray bytes as Windows-1252", () =>
     Effect.gen(function*() {
       const head = (encoding: string) =>
