@@ -99,6 +99,53 @@ describe("a reply's and a forward's header fields", () => {
     ])
   })
 
+  it("a reply-all to people named by one long word, and a forward of a file named so, send lines that fold; names read as they were", async () => {
+    const { box, mailroom } = await mailbox()
+    const name = "a".repeat(1_100)
+    const cc = `Team-${"b".repeat(300)}`
+    const file = `${"f".repeat(1_100)}.pdf`
+    const words = (text: string) => (text.match(/.{1,40}/g) ?? []).map((chunk) => `=?UTF-8?Q?${chunk}?=`).join("\r\n ")
+    const continued = (text: string) => (text.match(/.{1,60}/g) ?? []).map((chunk, i) => `;\r\n filename*${i}="${chunk}"`).join("")
+    await receive(box, [
+      `From: ${words(name)} <tester@partner.test>`,
+      `Cc: ${words(cc)} <team@partner.test>`,
+      "Subject: long names",
+      `Message-ID: <${fresh("names")}@example.com>`,
+      "MIME-Version: 1.0",
+      "Content-Type: multipart/mixed; boundary=b1"
+    ], [
+      "--b1",
+      "Content-Type: text/plain",
+      "",
+      "See the file.",
+      "--b1",
+      "Content-Type: application/pdf",
+      `Content-Disposition: attachment${continued(file)}`,
+      "Content-Transfer-Encoding: base64",
+      "",
+      Buffer.from("%PDF-1.4 nothing much").toString("base64"),
+      "--b1--"
+    ])
+    const received = await arrivedIn(suite.url, box, "long names")
+    const replied = await mailroom.POST("/v1/api/emails/{emailId}/reply-all", { params: { path: { emailId: received.email_id } }, body: { text: "Noted" } })
+    const forwarded = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
+      params: { path: { emailId: received.email_id } },
+      body: { to: [{ name: `Fwd-${"c".repeat(150)}`, address: `${fresh("fwd")}@partner.test` }], text: "FYI" }
+    })
+    expect([replied.response.status, forwarded.response.status]).toEqual([202, 202])
+    for (const sent of [replied, forwarded]) {
+      const { raw } = await arrived(sent.data!.data.message_id)
+      // Every line but base64's, the parts' header lines too (the MX looks at the message's own).
+      expect(raw.toString("latin1").split("\r\n").filter((line) => line.length > 78 && !/^[A-Za-z0-9+/=]*$/.test(line))).toEqual([])
+    }
+    const reply = await simpleParser((await arrived(replied.data!.data.message_id)).raw)
+    const names = (field: typeof reply.to) => (Array.isArray(field) ? field : field === undefined ? [] : [field]).flatMap((f) => f.value.map((a) => [a.name, a.address]))
+    expect([names(reply.to), names(reply.cc)]).toEqual([[[name, "tester@partner.test"]], [[cc, "team@partner.test"]]])
+    const forward = await simpleParser((await arrived(forwarded.data!.data.message_id)).raw)
+    expect(names(forward.to)).toEqual([[`Fwd-${"c".repeat(150)}`, expect.stringMatching(/@partner\.test$/)]])
+    expect(forward.attachments.map((a) => [a.filename, (a.headers.get("content-type") as { params: Record<string, string> }).params["name"]])).toEqual([[file, file]])
+  })
+
   it("a forward names the parts that came without a name: an email <its subject>.eml, another by its type's extension", async () => {
     const { box, mailroom } = await mailbox()
     const attached = [
