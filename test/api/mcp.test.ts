@@ -14,7 +14,7 @@ import { makePdf } from "../support/pdf.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
-import { awayFromMinuteEdge, until } from "../support/wait.ts"
+import { awayFromMinuteEdge, sleep, until } from "../support/wait.ts"
 
 let suite: SuiteServer
 
@@ -27,6 +27,66 @@ const connect = async (headers: Record<string, string>) => {
   const mcp = new Client({ name: "mailroom-test", version: "1.0.0" })
   await mcp.connect(new StreamableHTTPClientTransport(new URL(`${suite.url}/mcp`), { requestInit: { headers } }))
   return mcp
+}
+
+/** An SDK client whose POSTs are kept: what each sent, with which session, and what came back. */
+const watched = async (headers: Record<string, string>) => {
+  const posts: Array<{
+    readonly body: { readonly method?: string; readonly id?: number; readonly params?: unknown }
+    readonly session: string | null
+    /** Its answer, and when that came: the body read to its end. */
+    readonly answer: Promise<{ readonly status: number; readonly headers: Headers; readonly text: string; readonly endedAt: number }>
+  }> = []
+  const errors: Array<Error> = []
+  const fetchKept = (url: string | URL, init?: RequestInit) => {
+    const answer = fetch(url, init)
+    if (init?.method === "POST") {
+      posts.push({
+        body: JSON.parse(String(init.body)),
+        session: new Headers(init.headers).get("mcp-session-id"),
+        answer: answer.then(async (response) => {
+          const text = await response.clone().text()
+          return { status: response.status, headers: response.headers, text, endedAt: Date.now() }
+        })
+      })
+    }
+    return answer
+  }
+  const mcp = new Client({ name: "mailroom-test", version: "1.0.0" })
+  mcp.onerror = (error) => errors.push(error)
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(`${suite.url}/mcp`), { requestInit: { headers }, fetch: fetchKept }))
+  return { mcp, posts, errors }
+}
+
+/** A client over plain HTTP, initialized, that sends its session with every message: ids of its choosing. */
+interface RawClient {
+  readonly session: string
+  readonly post: (message: unknown) => Promise<Response>
+}
+const rawClient = async (apiKey: string): Promise<RawClient> => {
+  const post = (session: string | undefined) => (message: unknown) =>
+    fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+        ...(session === undefined ? {} : { "mcp-session-id": session })
+      },
+      body: JSON.stringify(message)
+    })
+  const initialized = await post(undefined)({
+    jsonrpc: "2.0",
+    id: 0,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1.0.0" } }
+  })
+  expect(initialized.status).toBe(200)
+  const session = initialized.headers.get("mcp-session-id")!
+  expect(session).toMatch(/^[\w-]{22}$/)
+  const client = { session, post: (message: unknown) => post(client.session)(message) }
+  return client
 }
 
 interface ToolAnswer {
@@ -231,6 +291,78 @@ describe("MCP at /mcp", () => {
     await expect(waiting).rejects.toThrow()
     await until("the server gives the call up", async () =>
       suite.server.output().slice(logged).includes("MCP tool call given up: its client went away") ? true : undefined, 10_000, 100)
+  }, 60_000)
+
+  it("a call its client cancels (the SDK's AbortSignal sends notifications/cancelled) is stopped on the server and answered nothing", async () => {
+    const inbox = await newBox(suite.url, { user: owner })
+    const { mcp, posts, errors } = await watched({ authorization: `Bearer ${owner.apiKey}` })
+    // initialize gave the client the name its request ids are kept apart by, and it sends it since.
+    const session = (await posts[0]!.answer).headers.get("mcp-session-id")
+    expect(session).toMatch(/^[\w-]{22}$/)
+    const logged = suite.server.output().length
+    const giveUp = new AbortController()
+    const waiting = mcp.callTool(
+      { name: "wait_for_email", arguments: { mailbox_id: inbox.mailboxId, timeout_seconds: 30 } },
+      undefined,
+      { signal: giveUp.signal }
+    )
+    await sleep(1_000)
+    const cancelledAt = Date.now()
+    giveUp.abort("the user changed their mind")
+    await expect(waiting).rejects.toThrow(/the user changed their mind/)
+    // The tool call's fiber is interrupted: it waits no longer.
+    await until("the server stops the call", async () =>
+      suite.server.output().slice(logged).includes("MCP tool call cancelled by its client (notifications/cancelled)") ? true : undefined, 10_000, 100)
+    const sent = posts.find((post) => post.body.method === "tools/call")!
+    const cancellation = posts.find((post) => post.body.method === "notifications/cancelled")!
+    expect(cancellation).toBeDefined()
+    expect(cancellation.body.params).toEqual({ requestId: sent.body.id, reason: "the user changed their mind" })
+    expect(cancellation.session).toBe(session)
+    expect(sent.session).toBe(session)
+    expect((await cancellation.answer).status).toBe(202)
+    // The POST that carried the call ends with no JSON-RPC answer, as soon as it is cancelled, not after the 30 s wait.
+    const answer = await sent.answer
+    expect(answer.status).toBe(202)
+    expect(answer.text).toBe("")
+    expect(answer.endedAt - cancelledAt).toBeLessThan(10_000)
+    // Mail that arrives now is waited for by nobody, and nothing reached the client that it could not place.
+    expect(errors).toEqual([])
+    expect((await call(mcp, "list_mailboxes", {})).ok.mailboxes.length).toBeGreaterThan(0)
+    await mcp.close()
+  }, 60_000)
+
+  it("ignores quietly a cancellation of an id not in flight (unknown, or answered already), and cancels only the request of the client and account that sent it", async () => {
+    const inbox = await newBox(suite.url, { user: owner })
+    const stranger = await withApiKey(suite.url)
+    const clientA = await rawClient(owner.apiKey)
+    const clientB = await rawClient(owner.apiKey)
+    const strangerInA = { ...(await rawClient(stranger.apiKey)), session: clientA.session }
+    expect(clientA.session).not.toBe(clientB.session)
+    const cancel = (client: RawClient, requestId: number) =>
+      client.post({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "test" } })
+    const logged = suite.server.output().length
+    const cancelledSince = () => suite.server.output().slice(logged).includes("cancelled by its client")
+    // An id never sent, and one answered already: 202 as for every notification, and nothing else.
+    expect((await cancel(clientA, 41)).status).toBe(202)
+    const listed = await clientA.post({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } })
+    expect(listed.status).toBe(200)
+    expect(await listed.json()).toMatchObject({ jsonrpc: "2.0", id: 1, result: { structuredContent: { mailboxes: expect.any(Array) } } })
+    expect((await cancel(clientA, 1)).status).toBe(202)
+    // In flight as A's id 2: another client's id 2 (same account) and another account's (told A's session) are not it.
+    const waiting = clientA.post({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "wait_for_email", arguments: { mailbox_id: inbox.mailboxId, timeout_seconds: 30 } } })
+    await sleep(500)
+    expect((await cancel(clientB, 2)).status).toBe(202)
+    expect((await cancel(strangerInA, 2)).status).toBe(202)
+    expect(await Promise.race([waiting.then(() => "answered"), sleep(1_500).then(() => "still waiting")])).toBe("still waiting")
+    expect(cancelledSince()).toBe(false)
+    expect(await cancel(clientA, 2).then((answer) => answer.status)).toBe(202)
+    const answer = await waiting
+    expect(answer.status).toBe(202)
+    expect(await answer.text()).toBe("")
+    await until("the server stops the call", async () => (cancelledSince() ? true : undefined), 10_000, 100)
+    // A's next request is answered as ever.
+    const after = await clientA.post({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } })
+    expect(await after.json()).toMatchObject({ id: 3, result: { structuredContent: { mailboxes: expect.any(Array) } } })
   }, 60_000)
 
   it("waits in a loop that misses none of a burst (oldest first, has_more) and carries on after mail deleted meanwhile", async () => {

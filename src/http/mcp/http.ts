@@ -12,9 +12,13 @@
  *   nothing of the server, are not counted.
  * - A tool's refusal (bad input, not found, a quota) is a tool result with `isError` and SPEC's error
  *   object as JSON, so the model can read and correct it; an unknown tool is a JSON-RPC error.
+ * - Cancellation (cancellation.ts): `notifications/cancelled` interrupts the request it names, on
+ *   whichever node runs it; that request's POST is then answered 202 with no JSON-RPC answer, as the
+ *   protocol asks. `initialize` is answered with an `Mcp-Session-Id` for that: the name, kept by no
+ *   node, under which a client's request ids are its own.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, FiberSet, Layer, Option, ParseResult, Schema } from "effect"
+import { Cause, Deferred, Effect, Exit, FiberSet, Layer, Option, ParseResult, Schema } from "effect"
 import { Authenticator } from "../../../services/accounts/authenticator.ts"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
@@ -48,6 +52,7 @@ import { orUnavailable } from "../infra.ts"
 import { refusedText } from "../input-rules.ts"
 import { fieldDetails, summaryOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
+import { cancelledBy, makeCancellations, newSession, type Owner, sessionOf } from "./cancellation.ts"
 import { admitTool, inputSchemaOf, type Tool, toolRefusal, tools, toolsFor } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
@@ -153,6 +158,19 @@ type ToolContext = Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"
 /** Runs one effect of a request as a fiber the request owns, to its exit. */
 type RunForRequest = <A, E>(effect: Effect.Effect<A, E, ToolContext>) => Promise<Exit.Exit<A, E>>
 
+/** One HTTP request's part in its tool call: how it runs effects, and whether its client cancelled it. */
+interface ForRequest {
+  readonly run: RunForRequest
+  readonly cancelled: () => boolean
+}
+
+/** A JSON-RPC request's id (a notification or a response has none to hold). */
+const requestIdOf = (body: unknown): string | number | undefined =>
+  isObject(body) && typeof body.method === "string" && (typeof body.id === "string" || typeof body.id === "number") ? body.id : undefined
+
+/** What a request its client cancelled is answered: no JSON-RPC answer (MCP: none is sent for it), so 202 as for a notification. */
+const cancelledAnswer = () => new Response(null, { status: 202 })
+
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
@@ -161,9 +179,10 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<ToolContext>()
     const sdk = yield* Effect.cached(Effect.promise(importSdk))
+    const cancellations = yield* makeCancellations
 
     /** One tool call, as the SDK asks for it, run by the request's `run`. */
-    const call = async (sdk: Sdk, run: RunForRequest, principal: Principal, name: string, args: unknown) => {
+    const call = async (sdk: Sdk, { cancelled, run }: ForRequest, principal: Principal, name: string, args: unknown) => {
       const tool = byName.get(name)
       if (tool === undefined) throw new sdk.McpError(sdk.ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const refused = toolRefusal(principal, tool)
@@ -191,17 +210,23 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           Effect.tap((input) => admitTool(principal, tool, input)),
           Effect.flatMap((input): Effect.Effect<unknown, unknown, ToolContext> => tool.run(principal, input)),
           orUnavailable,
-          Effect.onInterrupt(() => Effect.logInfo("MCP tool call given up: its client went away", { tool: name }))
+          Effect.onInterrupt(() =>
+            cancelled()
+              ? Effect.logInfo("MCP tool call cancelled by its client (notifications/cancelled)", { tool: name })
+              : Effect.logInfo("MCP tool call given up: its client went away", { tool: name }))
         )
       )
       if (Exit.isSuccess(exit)) return answered(exit.value)
+      // Given up (cancelled, or its client went away): nobody waits for an answer, and the SDK sends none
+      // for a request of a closed server. Not a failure to log.
+      if (Cause.isInterruptedOnly(exit.cause)) throw new sdk.McpError(sdk.ErrorCode.ConnectionClosed, "The request was given up")
       const failure = Cause.failureOption(exit.cause)
       if (Option.isSome(failure) && isApiError(failure.value)) return refusal(failure.value)
       await run(Effect.logError("An MCP tool failed", { tool: name, cause: Cause.pretty(exit.cause) }))
       return refusal(InternalError.of())
     }
 
-    const serverFor = (sdk: Sdk, run: RunForRequest, principal: Principal) => {
+    const serverFor = (sdk: Sdk, forRequest: ForRequest, principal: Principal) => {
       const server = new sdk.Server(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS })
       server.setRequestHandler(sdk.ListToolsRequestSchema, async () => ({
         tools: toolsFor(principal).map((tool) => ({
@@ -211,20 +236,36 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           annotations: tool.annotations
         }))
       }))
-      server.setRequestHandler(sdk.CallToolRequestSchema, (request) => call(sdk, run, principal, request.params.name, request.params.arguments))
+      server.setRequestHandler(sdk.CallToolRequestSchema, (request) => call(sdk, forRequest, principal, request.params.name, request.params.arguments))
       return server
     }
 
-    /** Hands the request to a fresh server and transport (stateless), and answers what they answer. */
-    const answer = async (sdk: Sdk, run: RunForRequest, principal: Principal, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) => {
+    /**
+     * Hands the request to a fresh server and transport (stateless), and answers what they answer.
+     * Given up (`signal`), the server is closed at once: the SDK then sends no answer for the request,
+     * and the transport would never settle its JSON answer, so the given-up request's is 202.
+     */
+    const answer = async (
+      sdk: Sdk,
+      forRequest: ForRequest,
+      principal: Principal,
+      request: HttpServerRequest.HttpServerRequest,
+      parsedBody: unknown,
+      signal: AbortSignal
+    ) => {
       const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
-      const server = serverFor(sdk, run, principal)
+      const server = serverFor(sdk, forRequest, principal)
       await server.connect(transport)
+      const givenUp = new Promise<Response>((resolve) => {
+        const close = () => resolve(cancelledAnswer())
+        if (signal.aborted) close()
+        else signal.addEventListener("abort", close, { once: true })
+      })
       try {
         const headers = new Headers()
         for (const [name, value] of Object.entries(request.headers)) headers.set(name, value)
         const web = new Request(`http://mcp.local${request.url}`, { method: request.method, headers })
-        return await transport.handleRequest(web, parsedBody === undefined ? {} : { parsedBody })
+        return await Promise.race([transport.handleRequest(web, parsedBody === undefined ? {} : { parsedBody }), givenUp])
       } finally {
         await server.close()
       }
@@ -235,13 +276,28 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
      * them (a wait_for_email stops waiting, a send not made yet is not made), as it does an API
      * request's; they ran on the server's runtime before, to their end.
      */
-    const serve = (principal: Principal, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) =>
+    const serve = (principal: Principal, owner: Owner, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) =>
       Effect.flatMap(sdk, (sdk) =>
         Effect.scoped(Effect.gen(function*() {
           const calls = yield* FiberSet.make()
           const runPromise = yield* FiberSet.runtimePromise(calls)<ToolContext>().pipe(Effect.provide(runtime.context))
-          const run: RunForRequest = (effect) => runPromise(Effect.exit(effect))
-          return yield* Effect.promise(() => answer(sdk, run, principal, request, parsedBody))
+          let cancelled = false
+          const forRequest: ForRequest = { run: (effect) => runPromise(Effect.exit(effect)), cancelled: () => cancelled }
+          // Interrupted (its client went away, or cancelled it), `answer` is told by its signal.
+          const answering = Effect.promise((signal) => answer(sdk, forRequest, principal, request, parsedBody, signal))
+          const id = requestIdOf(parsedBody)
+          if (id === undefined) return yield* answering
+          // Cancellable while it runs: a cancellation wins the race, `answering` is interrupted, and
+          // the scope's end then interrupts the tool call's fiber (`calls`).
+          const cancel = yield* cancellations.hold(owner, id)
+          const byClient = Deferred.await(cancel).pipe(
+            Effect.tap((reason) => {
+              cancelled = true
+              return Effect.logInfo("MCP request cancelled by its client", { method: String((parsedBody as { method: unknown }).method), id, reason })
+            }),
+            Effect.as(cancelledAnswer())
+          )
+          return yield* Effect.raceFirst(answering, byClient)
         })))
 
     /**
@@ -268,11 +324,14 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return yield* identified.left
       }
       const principal = identified.right
+      const owner: Owner = { userId: principal.userId, session: sessionOf(request.headers["mcp-session-id"]) }
       const parsedBody = request.method === "POST" ? yield* request.json : undefined
       // A notification (notifications/initialized, half of every client's handshake) or a response asks
       // nothing of the server: it does not spend a request of the limit, and is answered 202 without its headers.
       if (asksNothing(parsedBody)) {
-        return HttpServerResponse.fromWeb(yield* serve(principal, request, parsedBody))
+        const cancellation = cancelledBy(parsedBody)
+        if (Option.isSome(cancellation)) yield* cancellations.cancel(owner, cancellation.value.requestId, cancellation.value.reason)
+        return HttpServerResponse.fromWeb(yield* serve(principal, owner, request, parsedBody))
       }
       const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
@@ -306,8 +365,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           { headers: rateHeaders(decision) }
         )
       }
-      const answer = yield* serve(principal, request, parsedBody)
-      return HttpServerResponse.setHeaders(HttpServerResponse.fromWeb(answer), rateHeaders(decision))
+      const answer = yield* serve(principal, owner, request, parsedBody)
+      const answered = HttpServerResponse.setHeaders(HttpServerResponse.fromWeb(answer), rateHeaders(decision))
+      // A new client: the name its request ids are kept apart by (cancellation.ts), kept by no node.
+      return isObject(parsedBody) && parsedBody.method === "initialize" && answer.status === 200
+        ? HttpServerResponse.setHeader(answered, "mcp-session-id", newSession())
+        : answered
     }).pipe(
       orUnavailable,
       Effect.catchTag("RequestError", () =>
