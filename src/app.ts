@@ -21,6 +21,7 @@ import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { Embedder } from "../services/search/embedder.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
+import { WordIndexerLive } from "../services/search/word-indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
 import { SearchMemory } from "../services/search/ranker.ts"
 import { StageLimits } from "../services/stage-limits.ts"
@@ -319,6 +320,8 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
  */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
+  // The same reader as the indexer's and the API's where they run here too (a layer is built once per reference).
+  WordIndexerLive.pipe(Layer.provide(DocumentReader.layer)),
   HousekeepingLive,
   OutboxLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
@@ -347,7 +350,12 @@ const stageLimitsLayer = (config: AppConfigShape) =>
  * runs or feeds, so a stage no process runs is still told about by the one upstream of it.
  */
 const stagesLayer = (config: AppConfigShape) => {
-  const feeds: Record<StageName, ReadonlyArray<Role>> = { accept: ["smtp"], ingest: ["smtp", "worker"], index: ["worker", "indexer"] }
+  const feeds: Record<StageName, ReadonlyArray<Role>> = {
+    accept: ["smtp"],
+    ingest: ["smtp", "worker"],
+    words: ["worker"],
+    index: ["worker", "indexer"]
+  }
   const logged = (Object.keys(feeds) as Array<StageName>).filter((stage) => feeds[stage].some((role) => config.roles.includes(role)))
   return StageMonitor.Default.pipe(
     Layer.provide(Layer.succeed(StageSettings, { lagWarning: config.stageLagWarning, interval: Duration.seconds(1), logged }))

@@ -17,7 +17,8 @@ import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { proxyEntry } from "./trusted-proxies.ts"
 
 /**
- * `worker` ingests (and runs webhooks, housekeeping, the event log); `indexer` makes mail searchable;
+ * `worker` ingests and indexes words (and runs webhooks, housekeeping, the event log); `indexer` makes
+ * mail searchable by meaning;
  * `mta` delivers outbound mail. Each pipeline stage can so run in processes of its own.
  */
 export type Role = "api" | "smtp" | "worker" | "indexer" | "mta"

@@ -59,7 +59,12 @@ export const makeReadiness = Effect.gen(function*() {
       database: "ok" as const,
       bus: "ok" as const,
       ...(vector_index === undefined ? {} : { vector_index }),
-      stages: { accept: stageReport(stages.accept), ingest: stageReport(stages.ingest), index: stageReport(stages.index) },
+      stages: {
+        accept: stageReport(stages.accept),
+        ingest: stageReport(stages.ingest),
+        words: stageReport(stages.words),
+        index: stageReport(stages.index)
+      },
       outbound: { queued: outbound.queued, deferred: outbound.deferred, oldest_queued_age_seconds: outbound.oldestQueuedSeconds }
     }
   })

@@ -3,7 +3,12 @@
  *
  *   accept   SMTP -> raw message durable and on the bus -> 250       (smtp role)
  *   ingest   `mail.inbound.>` -> parse -> store -> `email.received`   (worker role)
- *   index    `email.received` -> embed -> vectors + full text -> `email.processed`   (indexer role)
+ *   words    `email.received` -> full text (searchable by words)      (worker role)
+ *   index    `email.received` -> embed -> vectors -> `email.processed`   (indexer role)
+
+ *
+ * Words and index both follow ingest, each at its own pace: mail is found by its words at ingest's
+ * pace however far behind the embedder is (search/stored-documents.ts).
  *
  * Stages meet only on the bus: a stage takes the next message when it has a free slot, and a slow
  * later stage only makes its own durable consumer fall behind; nothing upstream waits for it. What
@@ -20,12 +25,13 @@
 import { Context, Duration, Effect, Metric, MetricLabel, Option, Schedule } from "effect"
 import { Bus, type ConsumerLag, type ConsumerRef, subjects } from "../bus/bus.ts"
 
-export type StageName = "accept" | "ingest" | "index"
-export const stageNames: ReadonlyArray<StageName> = ["accept", "ingest", "index"]
+export type StageName = "accept" | "ingest" | "words" | "index"
+export const stageNames: ReadonlyArray<StageName> = ["accept", "ingest", "words", "index"]
 
 /** The durable consumers the bus-fed stages run as (the actors use these, so the names agree). */
 export const stageConsumers = {
   ingest: { name: "ingest", stream: "mail", filter: subjects.allInboundMail },
+  words: { name: "words", stream: "events", filter: subjects.event("email.received") },
   index: { name: "index", stream: "events", filter: subjects.event("email.received") }
 } as const satisfies Record<Exclude<StageName, "accept">, ConsumerRef>
 
@@ -60,18 +66,19 @@ export class StageSettings extends Context.Reference<StageSettings>()("mailroom/
 
 // Counters of work done in this process: plain numbers, bumped from hot paths (the SMTP
 // callbacks, every bus handler), read once a second by the monitor.
-const handledCounts: Record<StageName, number> = { accept: 0, ingest: 0, index: 0 }
+const handledCounts: Record<StageName, number> = { accept: 0, ingest: 0, words: 0, index: 0 }
 let acceptInFlight = 0
 // Each stage's `lagging` as of the monitor's latest sample (false until one is taken).
-const laggingNow: Record<StageName, boolean> = { accept: false, ingest: false, index: false }
+const laggingNow: Record<StageName, boolean> = { accept: false, ingest: false, words: false, index: false }
 
 const stageLabels: Record<StageName, ReadonlyArray<MetricLabel.MetricLabel>> = {
   accept: [MetricLabel.make("stage", "accept")],
   ingest: [MetricLabel.make("stage", "ingest")],
+  words: [MetricLabel.make("stage", "words")],
   index: [MetricLabel.make("stage", "index")]
 }
 const handledTotal = Metric.counter("mailroom_stage_handled_total", {
-  description: "Messages a pipeline stage (accept, ingest, index) finished in this process",
+  description: "Messages a pipeline stage (accept, ingest, words, index) finished in this process",
   incremental: true
 })
 const rateGauge = Metric.gauge("mailroom_stage_rate", {
@@ -172,12 +179,14 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
       const first = samples[0]!
       const elapsed = (now - first.at) / 1000
       const rate = (stage: StageName) => (elapsed > 0 ? (counts[stage] - first.counts[stage]) / elapsed : 0)
-      const [ingest, index] = yield* Effect.all([lagOf(stageConsumers.ingest, now), lagOf(stageConsumers.index, now)], {
-        concurrency: 2
-      })
+      const [ingest, words, index] = yield* Effect.all(
+        [lagOf(stageConsumers.ingest, now), lagOf(stageConsumers.words, now), lagOf(stageConsumers.index, now)],
+        { concurrency: 3 }
+      )
       const lags: Record<StageName, Lag> = {
         accept: { pending: null, inFlight: acceptInFlight, oldestAgeSeconds: null },
         ingest,
+        words,
         index
       }
       const next = {} as Record<StageName, StageStatus>

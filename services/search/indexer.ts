@@ -1,17 +1,18 @@
 /**
- * The index actor (worker role): makes each received email searchable, by meaning and by words,
- * then announces it (`email.processed`).
+ * The index actor (indexer role): makes each received email searchable by meaning, then announces
+ * it (`email.processed`). Its words are usually indexed already, at ingest's pace, by the words
+ * stage (word-indexer.ts): mail is found by its words while it waits here for the embedder.
  *
  * For every `email.received` it embeds the email's text (subject, body and readable attachments:
  * text, HTML, PDF, Word; mail/attachment-texts.ts), in chunks, stores the vectors in the vector index,
- * then records the email (`search_documents`, with the model it was embedded with), its full-text
- * postings and their lexicon counts. Only then is the bus message acknowledged, so a worker that
- * dies part-way leaves the event to be handled again.
+ * then names the model on the email's document (`search_documents`), storing the document with its
+ * full-text postings and their lexicon counts if the words stage has not (stored-documents.ts). Only
+ * then is the bus message acknowledged, so a worker that dies part-way leaves the event to be
+ * handled again.
  *
  * Idempotent: vectors are keyed by (email, chunk), the document and its postings by email, and the
  * announcement's event id is the email's; an email already indexed with the current model is only
- * announced again.
- */
+ * announced again. */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Context, Data, Duration, Effect, Layer, Option, Ref, Schedule, Schema } from "effect"
@@ -23,14 +24,15 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { fromNameColumns, fromNameOf, type HeaderValue } from "../mail/records.ts"
-import { chunkText, indexedWords, searchableBody, searchableText, SENDER_WORDS_FROM, senderText, SUBJECT_BOOST, wordCount, WORDS_VERSION } from "./documents.ts"
+import { fromNameOf } from "../mail/records.ts"
+import { indexedWords, SENDER_WORDS_FROM, senderText, WORDS_VERSION } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { groupCommitIsolated } from "../batching.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
+import { documentOf, type DocumentRow, loadEmails, storeDocuments as storedDocuments } from "./stored-documents.ts"
 import { Vectors } from "./vectors.ts"
 import { abandonedIndexing, abandonedIndexingFromZero, queuedForEmbedding } from "./metrics.ts"
 
@@ -125,57 +127,11 @@ type IndexOutcome =
   | { readonly outcome: "gone" }
   | { readonly outcome: "already-indexed" | "indexed"; readonly processingMs: number }
 
-interface EmailToIndex {
-  readonly userId: string
-  readonly mailboxId: string
-  readonly domain: string
-  readonly active: boolean
-  readonly subject: string
-  readonly textBody: string
-  readonly sentAt: Date
-  readonly fromAddress: string
-  /** The From's display name (`fromNameOf`: the column, or for older mail its stored header). */
-  readonly fromName: string | null
-  readonly fromHeader: HeaderValue | null
-  readonly receivedAt: Date
-  /** Its document's, when it has one: the model its vectors were made with, how many, and how long that took. */
-  readonly model: string | null
-  readonly chunks: number | null
-  readonly processingMs: number | null
-}
-
-/** An email's searchable text, made ready for its vectors and its document. */
-interface Document {
-  readonly emailId: string
-  readonly email: EmailToIndex
-  /** Its subject, body and sender as their words are indexed (documents.ts `wordForm`, `senderText`). */
-  readonly words: { readonly subject: string; readonly body: string; readonly sender: string }
-  readonly chunks: ReadonlyArray<string>
-  readonly length: number
-}
-
-/** A document as it is stored: the email's words, and what its vectors were made with. */
-interface DocumentRow {
-  readonly document: Document
-  readonly model: string
-  readonly chunks: number
-  readonly processingMs: number
-}
-
 /** What a search narrows an email's vectors by (vector-index.ts `VectorPoint`): its sender's keys and arrival. */
 const pointNarrowing = (email: { readonly fromAddress: string; readonly receivedAt: Date }) => ({
   senderKeys: senderKeys(email.fromAddress),
   receivedAt: email.receivedAt
 })
-
-/** `email`'s document, its attachments' texts read (`attachments`). */
-const documentOf = (emailId: string, email: EmailToIndex, attachments: ReadonlyArray<string>): Document => {
-  const body = searchableBody(email.textBody, attachments)
-  const subject = searchableText(email.subject)
-  const words = indexedWords(subject, body, senderText(fromNameOf(email), email.fromAddress))
-  // The length BM25 normalises by is the subject's and the body's: the sender's words leave it as it was.
-  return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
-}
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
   dependencies: [AttachmentTexts.Default],
@@ -200,60 +156,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         }))
     })
 
-    /** The emails to index, by id (a missing one is gone). */
-    const load = (emailIds: ReadonlyArray<string>) =>
-      sql<EmailToIndex & { readonly id: string }>`
-        SELECT e.id, e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
-               e.from_address, ${sql.literal(fromNameColumns)}, e.received_at, d.model, d.chunks, d.processing_ms
-        FROM emails e
-        JOIN mailboxes m ON m.id = e.mailbox_id
-        LEFT JOIN search_documents d ON d.email_id = e.id
-        WHERE e.id = ANY(${emailIds}::text[])`.pipe(Effect.map((rows) => new Map(rows.map((row) => [row.id, row]))))
-
-    /**
-     * The documents, their postings and the lexicon's counts, for every email of a batch in one
-     * statement, their words read by this version (WORDS_VERSION): a subject word counts
-     * SUBJECT_BOOST times, a body or sender word once. A document seen before (a
-     * redelivery, a new model) keeps its postings, and the version that read them, and is counted in
-     * the lexicon once. Rows are written in key order (documents by email, the lexicon by namespace
-     * and lexeme), so that concurrent batches lock shared rows in one order.
-     */
-    const storeDocuments = (rows: ReadonlyArray<DocumentRow>) => {
-      const column = <A>(f: (row: DocumentRow) => A) => rows.map(f)
-      return sql`
-        WITH input AS (
-          SELECT * FROM unnest(${column((r) => r.document.emailId)}::text[], ${column((r) => r.document.email.userId)}::text[],
-                               ${column((r) => r.document.email.mailboxId)}::text[], ${column((r) => r.model)}::text[],
-                               ${column((r) => r.chunks)}::int[], ${column((r) => r.processingMs)}::int[],
-                               ${column((r) => r.document.length)}::int[], ${column((r) => r.document.words.subject)}::text[],
-                               ${column((r) => r.document.words.body)}::text[], ${column((r) => r.document.words.sender)}::text[])
-            AS i (email_id, user_id, mailbox_id, model, chunks, processing_ms, length, subject, body, sender)
-        ),
-        document AS (
-          INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms, words_version)
-          SELECT email_id, user_id, mailbox_id, model, chunks, length, processing_ms, ${WORDS_VERSION} FROM input ORDER BY email_id
-          ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks,
-            processing_ms = EXCLUDED.processing_ms, indexed_at = now()
-          RETURNING d.email_id, d.doc, (xmax = 0) AS fresh
-        ),
-        lexemes AS (
-          SELECT i.email_id, d.doc, i.user_id, i.mailbox_id, i.length, u.lexeme,
-                 (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
-                   (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
-          FROM input i JOIN document d ON d.email_id = i.email_id AND d.fresh
-          CROSS JOIN LATERAL unnest(setweight(to_tsvector('english', i.subject), 'A') || setweight(to_tsvector('english', i.body), 'B') ||
-                                    setweight(to_tsvector('english', i.sender), 'C'))
-            AS u (lexeme, positions, weights)
-        ),
-        postings AS (
-          INSERT INTO search_terms (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
-          SELECT user_id, lexeme, email_id, doc, mailbox_id, frequency, length FROM lexemes
-          ON CONFLICT DO NOTHING
-        )
-        INSERT INTO search_lexicon AS l (user_id, lexeme, documents)
-        SELECT user_id, lexeme, count(*) FROM lexemes GROUP BY user_id, lexeme ORDER BY user_id, lexeme
-        ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + EXCLUDED.documents`
-    }
+    const load = (emailIds: ReadonlyArray<string>) => loadEmails(sql, emailIds)
+    const storeDocuments = (rows: ReadonlyArray<DocumentRow>) => storedDocuments(sql, rows)
 
     /**
      * Embed and store a batch of emails with the current model: loaded,
@@ -354,13 +258,14 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 
     /**
      * How many emails of active mailboxes received before `before` are not searchable with the current
-     * model: indexed with another (`otherModel`), or not indexed at all (`unindexed`).
+     * model: indexed with another (`otherModel`), or not embedded at all (`unindexed`; the words stage
+     * may have indexed their words).
      */
     const unsearchable = (before: Date) =>
       Effect.map(
         sql<{ otherModel: number; unindexed: number }>`
-          SELECT count(*) FILTER (WHERE d.email_id IS NOT NULL)::int AS other_model,
-                 count(*) FILTER (WHERE d.email_id IS NULL)::int AS unindexed
+          SELECT count(*) FILTER (WHERE d.model IS NOT NULL)::int AS other_model,
+                 count(*) FILTER (WHERE d.model IS NULL)::int AS unindexed
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           LEFT JOIN search_documents d ON d.email_id = e.id
@@ -464,14 +369,14 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       const emails = yield* load(emailIds)
       const due = emailIds.filter((id) => {
         const email = emails.get(id)
-        return email !== undefined && email.active && email.model !== null
+        return email !== undefined && email.active && email.documented
       })
       if (due.length === 0) return 0
       const attachments = yield* attachmentTexts.ofEmails(due)
       const rows = due.map((emailId): DocumentRow => {
         const email = emails.get(emailId)!
         const document = documentOf(emailId, email, attachments.get(emailId) ?? [])
-        return { document, model: email.model!, chunks: email.chunks ?? 0, processingMs: email.processingMs ?? 0 }
+        return { document, model: email.model, chunks: email.chunks ?? 0, processingMs: email.processingMs ?? 0 }
       })
       yield* uncountWords(sql, due).pipe(
         // Its postings go with it (ON DELETE CASCADE).

@@ -174,8 +174,8 @@ describe("health, OpenAPI and docs", () => {
     // Sampled every second from the start (sent mail waiting, every 5 s); a consumer's lag is known once its stage has started.
     const ready = await until("stages sampled", async () => {
       const data = (await mailroom.GET("/readyz")).data
-      return data?.data.stages?.index.pending !== null && data?.data.stages?.ingest.pending !== null &&
-          data?.data.outbound?.oldest_queued_age_seconds !== null
+      return data?.data.stages?.index.pending !== null && data?.data.stages?.words.pending !== null &&
+          data?.data.stages?.ingest.pending !== null && data?.data.outbound?.oldest_queued_age_seconds !== null
         ? data
         : undefined
     }, 15_000, 200)
@@ -193,6 +193,7 @@ describe("health, OpenAPI and docs", () => {
     expect(ready?.data.stages).toEqual({
       accept: { ...stage, pending: null, oldest_age_seconds: null },
       ingest: stage,
+      words: stage,
       index: stage
     })
     // Sent mail waiting to go (counted in test/domain/outbound-backlog.test.ts).

@@ -129,7 +129,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
       expect(ready.status).toBe(200)
       const { data } = await ready.json() as { data: Record<string, unknown> & { stages: Record<string, unknown> } }
       expect(data).toMatchObject({ status: "ok", database: "ok", bus: "ok" })
-      expect(Object.keys(data.stages)).toEqual(["accept", "ingest", "index"])
+      expect(Object.keys(data.stages)).toEqual(["accept", "ingest", "words", "index"])
       // Only a node that searches (here the indexer) has a vector index to tell of.
       expect(data.vector_index, metrics).toBe(metrics === workerMetrics ? "ok" : undefined)
     }

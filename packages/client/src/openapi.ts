@@ -22195,7 +22195,7 @@ export interface operations {
                                 /** @description Deliveries of sent mail not tried yet */
                                 queued: number;
                             };
-                            /** @description The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second */
+                            /** @description The inbound pipeline: accept (SMTP to 250), ingest (parse and store), words (full text: searchable by words), index (embed: searchable by meaning); words and index each follow ingest at their own pace; sampled every second */
                             stages?: {
                                 accept: {
                                     /** @description Messages this process finished since it started */
@@ -22226,6 +22226,20 @@ export interface operations {
                                     rate_per_second: number;
                                 };
                                 ingest: {
+                                    /** @description Messages this process finished since it started */
+                                    handled: number;
+                                    /** @description Taken by the stage, not finished (accept: in this process) */
+                                    in_flight: number | null;
+                                    /** @description The oldest is older than STAGE_LAG_WARNING */
+                                    lagging: boolean;
+                                    /** @description Age of the oldest message the stage has not finished; 0 when none (null: unknown) */
+                                    oldest_age_seconds: number | null;
+                                    /** @description Messages waiting for the stage on the bus, whichever process runs it (null: unknown; accept: nothing queues) */
+                                    pending: number | null;
+                                    /** @description Messages this process finished per second, over the last 5 s */
+                                    rate_per_second: number;
+                                };
+                                words: {
                                     /** @description Messages this process finished since it started */
                                     handled: number;
                                     /** @description Taken by the stage, not finished (accept: in this process) */

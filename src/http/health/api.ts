@@ -38,8 +38,9 @@ const Ready = Schema.Struct({
     description: "Whether the vector index (Qdrant, or pgvector) answers within 2 s; told by a process that searches (api, indexer). " +
       "Unreachable leaves the process ready: mail is still accepted, stored and read, while hybrid searches rank by words alone, vector searches answer 503 and indexing waits"
   }),
-  stages: Schema.optional(Schema.Struct({ accept: Stage, ingest: Stage, index: Stage })).annotations({
-    description: "The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second"
+  stages: Schema.optional(Schema.Struct({ accept: Stage, ingest: Stage, words: Stage, index: Stage })).annotations({
+    description: "The inbound pipeline: accept (SMTP to 250), ingest (parse and store), words (full text: searchable by words), " +
+      "index (embed: searchable by meaning); words and index each follow ingest at their own pace; sampled every second"
   }),
   outbound: Schema.optional(Outbound).annotations({
     description: "Sent mail waiting to go, whichever process runs the mta role; sampled every 5 s"
