@@ -54,7 +54,9 @@ export const subjects = {
    */
   directoryChanged: "signals.directory.changed",
   /** Broadcast only (never stored): a draft's `send_at` was set, for the mta's scheduler (outbound/drafts.ts). */
-  draftScheduled: "signals.draft_scheduled"
+  draftScheduled: "signals.draft_scheduled",
+  /** Broadcast only (never stored): an MCP client cancelled a request the API node it reached did not hold (src/http/mcp/cancellation.ts). */
+  mcpCancelled: "signals.mcp_cancelled"
 } as const
 
 /** Does `subject` match a NATS-style `filter` (`*` one token, `>` the rest)? */

@@ -15,10 +15,7 @@
  */
 import { randomBytes } from "node:crypto"
 import { Deferred, Effect, Option, Schema } from "effect"
-import { Bus, decodeJson, encodeJson } from "../../../services/bus/bus.ts"
-
-/** Broadcast only (never stored): an MCP client cancelled a request this node did not hold. */
-export const MCP_CANCELLED_SUBJECT = "signals.mcp_cancelled"
+import { Bus, decodeJson, encodeJson, subjects } from "../../../services/bus/bus.ts"
 
 /** JSON-RPC's request ids: a string or a number (1 and "1" are two ids). */
 const RequestId = Schema.Union(Schema.String, Schema.Number)
@@ -68,7 +65,7 @@ export const makeCancellations = Effect.gen(function*() {
       return Effect.as(Deferred.succeed(entry.cancel, reason), true)
     })
 
-  yield* bus.listen(MCP_CANCELLED_SUBJECT, (message) =>
+  yield* bus.listen(subjects.mcpCancelled, (message) =>
     Effect.suspend(() => {
       const told = decodeTold(decodeJson(message.data))
       return Option.isSome(told)
@@ -98,6 +95,6 @@ export const makeCancellations = Effect.gen(function*() {
     /** A client's `notifications/cancelled`: here if the request is here, else told to the other nodes. */
     cancel: (owner: Owner, requestId: string | number, reason: string | undefined) =>
       Effect.flatMap(cancelHere(keyOf(owner.userId, owner.session, requestId), reason), (here) =>
-        here ? Effect.void : bus.broadcast(MCP_CANCELLED_SUBJECT, encodeJson({ userId: owner.userId, session: owner.session ?? null, requestId, reason })))
+        here ? Effect.void : bus.broadcast(subjects.mcpCancelled, encodeJson({ userId: owner.userId, session: owner.session ?? null, requestId, reason })))
   } as const
 })
