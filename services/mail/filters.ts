@@ -9,12 +9,18 @@
  *   a count a person reads to see that a filter works, which a crash may leave a few emails short.
  * - `apply` runs a filter over the newest APPLY_LIMIT emails already received in its reach, changing
  *   their labels as the API's label changes do (labels.ts: `email.labels_changed` for each), or, as a
- *   dry run, only counts them.
+ *   dry run, only counts them. It reads APPLY_PAGE emails a statement, in the order of an index
+ *   (received_at, id), and changes those to change in transactions of up to CHANGE_BATCH, gathered
+ *   across pages: each a few statements whatever its size (the emails locked and read, one UPDATE per
+ *   resulting label set, the announcements staged in one INSERT, published together once it commits).
+ *   What costs is the rows written (an email's labels are in several indexes, and each change is
+ *   announced); a transaction is sized to take about CHANGE_TIME, so other requests have turns on the
+ *   embedded database's one connection between them.
  * - A mailbox's filters go when the mailbox is deleted (mailboxes.ts); a mailbox that is not the
  *   caller's is 404, a filter that is not the caller's too.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Array as Arr, Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
+import { SqlClient, type SqlError, SqlSchema } from "@effect/sql"
+import { Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { groupCommit } from "../batching.ts"
 import { makeToldCache } from "../bus/told-cache.ts"
@@ -42,14 +48,24 @@ import {
   normaliseConditions,
   overlapProblem
 } from "./filter-rules.ts"
-import { applyChange, checkChange, type LabelChange, MAX_BATCH, MAX_LABELS } from "./label-rules.ts"
+import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
 import { Labels } from "./labels.ts"
 import { fromAuthors } from "./parse.ts"
 import { ccColumns, ccOf } from "./records.ts"
 import { Headers } from "./schemas.ts"
 
-/** Emails read, and changed, at a time while applying. */
+/** Emails read at a time while applying. */
 const APPLY_PAGE = 500
+/**
+ * Emails changed in one transaction while applying, gathered across pages (a filter that matches one
+ * email in ten changes more than the 50 a page holds at a time): sized, transaction by transaction,
+ * for each to take about CHANGE_TIME, within CHANGE_BATCH. A transaction's statements are as many for
+ * 1,000 emails as for 100; its rows are what it costs (an email's labels are in several indexes, and
+ * each change is announced), and it holds the embedded database's one connection while it writes
+ * them: other requests wait no longer than that.
+ */
+const CHANGE_BATCH = { first: 200, least: 50, most: 1_000 }
+const CHANGE_TIME = Duration.millis(150)
 const FLUSH_EVERY = Duration.seconds(5)
 
 /**
@@ -392,25 +408,38 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       labels.update(userId, [emailId], change).pipe(
         Effect.as(1),
         // Deleted since it was read, or given labels meanwhile that leave no room for the change's.
-        Effect.catchTags({ NotFound: () => Effect.succeed(0), ValidationError: () => Effect.succeed(0) })
+        Effect.catchTags({ NotFound: () => Effect.succeed(0), ValidationError: () => Effect.succeed(0) }),
+        Effect.catchTag("FactLabel", (error) => Effect.die(error))
+      )
+
+    /** Those of `emailIds` still in an active mailbox of the account's, with room for the change's labels. */
+    const stillChangeable = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange) =>
+      Effect.map(
+        sql<{ id: string; labels: ReadonlyArray<string> }>`
+          SELECT e.id, e.labels FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          WHERE e.user_id = ${userId} AND e.id = ANY(${[...emailIds]}::text[])`,
+        (rows) => rows.filter((row) => applyChange(row.labels, change).length <= MAX_LABELS).map((row) => row.id)
       )
 
     /**
-     * Give `emailIds` the label change, a batch at a time: how many emails it changed. A batch one of
-     * whose emails was deleted since it was read (or has no room left for the labels) is changed one
-     * email at a time, that email left as it is; any other failure (the database's) is the run's.
+     * Give `emailIds` (a CHANGE_BATCH) the label change in one transaction (Labels.update, all
+     * or none, each email announced): how many emails it changed. When one of them was deleted since
+     * it was read, or was given labels meanwhile that leave no room for the change's, the rest are
+     * looked up again and changed without it; should that meet another such change, one email at a
+     * time. Any other failure (the database's) is the run's.
      */
-    const relabel = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange) =>
-      Effect.reduce(Arr.chunksOf(emailIds, MAX_BATCH), 0, (count, batch) => {
-        const oneByOne = () => Effect.reduce(batch, 0, (n, id) => Effect.map(relabelOne(userId, id, change), (one) => n + one))
-        return labels.update(userId, batch, change).pipe(
+    const relabel = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange): Effect.Effect<number, SqlError.SqlError> => {
+      const changeAll = (ids: ReadonlyArray<string>, orElse: (ids: ReadonlyArray<string>) => Effect.Effect<number, SqlError.SqlError>) =>
+        ids.length === 0 ? Effect.succeed(0) : labels.update(userId, ids, change).pipe(
           Effect.map((updated) => updated.length),
-          Effect.catchTags({ NotFound: oneByOne, ValidationError: oneByOne }),
+          Effect.catchTags({ NotFound: () => orElse(ids), ValidationError: () => orElse(ids) }),
           // The stored change passed the same checks when the filter was saved.
-          Effect.catchTag("FactLabel", (error) => Effect.die(error)),
-          Effect.map((changed) => count + changed)
+          Effect.catchTag("FactLabel", (error) => Effect.die(error))
         )
-      })
+      const oneByOne = (ids: ReadonlyArray<string>) =>
+        Effect.reduce(ids, 0, (n, id) => Effect.map(relabelOne(userId, id, change), (one) => n + one))
+      return changeAll(emailIds, (ids) => Effect.flatMap(stillChangeable(userId, ids, change), (rest) => changeAll(rest, oneByOne)))
+    }
 
     /** A page of received emails a filter's run reads, newest first, from before `before` when given. */
     const receivedRows = SqlSchema.findAll({
@@ -454,6 +483,21 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       let scanned = 0
       let matched = 0
       let changed = 0
+      // Emails to change not changed yet: a batch at a time, the rest once every page is read.
+      let toChange: Array<string> = []
+      let batchSize = CHANGE_BATCH.first
+      const changeSome = (all: boolean) =>
+        Effect.gen(function*() {
+          while (toChange.length >= (all ? 1 : batchSize)) {
+            const batch = toChange.slice(0, batchSize)
+            toChange = toChange.slice(batchSize)
+            const [took, count] = yield* Effect.timed(relabel(userId, batch, change))
+            changed += count
+            // The next batch sized for CHANGE_TIME by this one's pace, at most twice this one.
+            const paced = Math.round(batch.length * Duration.toMillis(CHANGE_TIME) / Math.max(1, Duration.toMillis(took)))
+            batchSize = Math.min(CHANGE_BATCH.most, 2 * batchSize, Math.max(CHANGE_BATCH.least, paced))
+          }
+        })
       // Where the last page ended: its received_at as text, which keeps the microseconds a Date drops.
       let before: { readonly at: string; readonly id: string } | undefined
       while (scanned < APPLY_LIMIT) {
@@ -470,11 +514,16 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
         const last = rows[rows.length - 1]!
         before = { at: last.receivedAt, id: last.id }
         const matching = rows.filter((email) => applyFilters([filter], email.mailboxId, factsOf(email), email.labels).applied.length > 0)
-        const toChange = matching.filter((email) => changes(email.labels, change)).map((email) => email.id)
+        const changing = matching.filter((email) => changes(email.labels, change)).map((email) => email.id)
         matched += matching.length
-        changed += dryRun ? toChange.length : yield* relabel(userId, toChange, change)
+        if (dryRun) changed += changing.length
+        else {
+          toChange.push(...changing)
+          yield* changeSome(false)
+        }
         if (rows.length < APPLY_PAGE) break
       }
+      yield* changeSome(true)
       return { filter_id: filterId, dry_run: dryRun, scanned, matched, changed }
     })
 

@@ -317,6 +317,8 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
 
 /** An email to delete as the next batch of a filter run is changed: gone between the run's read and its change. */
 let doomed: string | undefined
+/** The batches of emails a filter run changed (Labels.update calls), each one transaction. */
+const batches: Array<number> = []
 const deletingLabels = Layer.effect(
   Labels,
   Effect.gen(function*() {
@@ -326,6 +328,7 @@ const deletingLabels = Layer.effect(
       ...inner,
       update: (userId, emailIds, change) =>
         Effect.suspend(() => {
+          batches.push(emailIds.length)
           const gone = doomed
           doomed = undefined
           return gone === undefined ? Effect.void : Effect.orDie(sql`DELETE FROM emails WHERE id = ${gone}`)
@@ -371,5 +374,68 @@ layer(racing, { timeout: "60 seconds" })("A filter run meeting mail deleted mean
         Effect.ensuring(Effect.orDie(sql`DROP TRIGGER refuse_paid ON emails`.pipe(Effect.zipRight(sql`DROP FUNCTION refuse_paid()`))))
       )
       expect(failed._tag).toBe("SqlError")
+    }))
+
+  it.effect("over thousands of emails: every page read, each email matched and changed once, a few transactions, one deleted meanwhile left out", () =>
+    Effect.gen(function*() {
+      const filters = yield* Filters
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const other = yield* insertMailbox(yield* insertUser())
+      const sha = yield* storeBlob(new TextEncoder().encode("Subject: bulk\r\n\r\n"))
+      const EMAILS = 2_600
+      // Every third from acme.test; of every 13th blocked (neither read nor changed), of every 35th at 50 labels
+      // (no room for paid: matched, left as it is), of every 49th paid already (matched, nothing to change).
+      const labelsOf = (g: number) =>
+        g % 13 === 0
+          ? ["inbound", "blocked"]
+          : g % 35 === 0
+          ? ["inbound", ...Array.from({ length: MAX_LABELS - 1 }, (_, i) => `l${i}`)]
+          : g % 49 === 0
+          ? ["inbound", "paid"]
+          : ["inbound", "unread"]
+      const seed = (box: Mailbox) =>
+        sql`
+          INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                              received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size, labels)
+          SELECT ${box.mailboxId} || '_' || g, ${box.mailboxId}, ${box.owner.userId}, '<bulk' || g || '@t>', 'thr_' || g || ${box.mailboxId},
+                 'Bulk ' || g, CASE WHEN g % 3 = 0 THEN 'billing@acme.test' ELSE 'friend@else.test' END, ARRAY[${box.address}], now(),
+                 timestamptz '2026-01-01 00:00:00' + g * interval '1 millisecond', 'b@t', ${box.address}, '{}'::jsonb, '', false, ${sha}, 10,
+                 CASE WHEN g % 13 = 0 THEN ARRAY['inbound', 'blocked']
+                      WHEN g % 35 = 0 THEN ARRAY['inbound'] || array(SELECT 'l' || i FROM generate_series(0, ${MAX_LABELS - 2}) i)
+                      WHEN g % 49 = 0 THEN ARRAY['inbound', 'paid'] ELSE ARRAY['inbound', 'unread'] END
+          FROM generate_series(1, ${EMAILS}) g`
+      yield* seed(mailbox)
+      yield* seed(other)
+      const all = Array.from({ length: EMAILS }, (_, i) => i + 1).filter((g) => g % 13 !== 0)
+      const matching = all.filter((g) => g % 3 === 0)
+      const changing = matching.filter((g) => g % 35 !== 0 && g % 49 !== 0)
+      // One of the first batch to change (newest first), deleted as it is changed: after the run read it, before it changes it.
+      const gone = changing[changing.length - 100]!
+      const created = yield* filters.create(mailbox.owner.userId, { conditions: { from: ["acme.test"] }, actions: { add_labels: ["paid"], remove_labels: ["unread"] } })
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, true)).toEqual({
+        filter_id: created.filter_id, dry_run: true, scanned: all.length, matched: matching.length, changed: changing.length
+      })
+      batches.length = 0
+      doomed = `${mailbox.mailboxId}_${gone}`
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, false)).toEqual({
+        filter_id: created.filter_id, dry_run: false, scanned: all.length, matched: matching.length, changed: changing.length - 1
+      })
+      // Changed in a few transactions (it took one for every 100 emails, and one for each email of a batch one was deleted from).
+      expect(batches.length).toBeLessThanOrEqual(5)
+      const rows = yield* sql<{ id: string; labels: ReadonlyArray<string> }>`SELECT id, labels FROM emails WHERE mailbox_id = ${mailbox.mailboxId}`
+      const expected = new Map(Array.from({ length: EMAILS }, (_, i) => i + 1).filter((g) => g !== gone).map((g) => [
+        `${mailbox.mailboxId}_${g}`,
+        changing.includes(g) ? ["inbound", "paid"] : labelsOf(g)
+      ]))
+      expect(new Map(rows.map((row) => [row.id, row.labels]))).toEqual(expected)
+      const untouched = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM emails WHERE mailbox_id = ${other.mailboxId} AND 'paid' = ANY(labels) AND 'unread' = ANY(labels)`
+      expect(untouched[0]!.n).toBe(0)
+      const events = yield* sql<{ data: Uint8Array }>`
+        SELECT data FROM bus_messages WHERE msg_id LIKE 'email.labels_changed:%' AND convert_from(data, 'UTF8') LIKE ${`%${mailbox.mailboxId}%`}`
+      const announced = events.map((event) => JSON.parse(new TextDecoder().decode(event.data)).data as { email_id: string; added: Array<string>; removed: Array<string> })
+      expect(announced.map((e) => e.email_id).sort()).toEqual(changing.filter((g) => g !== gone).map((g) => `${mailbox.mailboxId}_${g}`).sort())
+      expect(announced.every((e) => e.added.join() === "paid" && e.removed.join() === "unread")).toBe(true)
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, false)).toMatchObject({ matched: matching.length - 1, changed: 0 })
     }))
 })
