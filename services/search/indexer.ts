@@ -38,6 +38,8 @@ import { abandonedIndexing, abandonedIndexingFromZero, queuedForEmbedding } from
 
 /** Emails one step of a sweep over the vector index takes: the vectors of deleted mailboxes purged, old vectors described. */
 const SWEEP_BATCH = 500
+/** Emails whose words are read again in one transaction by the start's pass over older mail (their attachments read first). */
+const REWORD_BATCH = 50
 
 /**
  * Emails whose chunks go to the embedder in one call: the emails being indexed at once share a
@@ -388,6 +390,25 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     })
 
     /**
+     * Read again, a page at a time, the words of every email `staleWords` finds: what the index actor
+     * does by itself once a start (an upgrade from a version that read fewer words: attachments, runs
+     * of Chinese, Japanese or Korean), and `mailroom reindex` does at once. Answers how many it read.
+     */
+    const rewordStale = Effect.fn("Indexer.rewordStale")(function*() {
+      let read = 0
+      let from = ""
+      for (;;) {
+        const page = yield* sql<{ emailId: string }>`
+          SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
+          WHERE d.words_version < ${SENDER_WORDS_FROM} AND d.email_id > ${from}
+          ORDER BY d.email_id LIMIT ${REWORD_BATCH}`
+        if (page.length === 0) return read
+        from = page[page.length - 1]!.emailId
+        read += yield* reword(page.map((row) => row.emailId))
+      }
+    })
+
+    /**
      * Give mail whose words version SENDER_WORDS_FROM read (all but its sender's) its sender's words
      * in place (documents.ts WORDS_VERSION 3), a page at a time: its postings of the sender's lexemes
      * added (to a lexeme the email holds already, its occurrences added), the lexicon counting the
@@ -475,6 +496,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       staleWords,
       staleWordsCount,
       reword,
+      rewordStale,
       addSenderWords,
       forget,
       purgeDeleted,
@@ -524,10 +546,10 @@ export const unsearchableReport = (found: {
 }
 
 /**
- * The index actor: consumes `events.email.received` while the worker runs. At start it says how
+ * The index actor: consumes `events.email.received` while the indexer runs. At start it says how
  * much mail is not searchable with the current model (a changed EMBEDDING_MODEL or embedder, mail
- * from before search, or mail it gave up on), and how much had its words read by an earlier version
- * (WORDS_VERSION), which `mailroom reindex` fixes.
+ * from before search, or mail it gave up on), which `mailroom reindex` fixes, and reads again in the
+ * background the words of mail an earlier version read differently (WORDS_VERSION).
  *
  * An email whose indexing fails is offered again by the bus, backing off, for as long as the failure
  * is everyone's (an outage: nothing is indexed meanwhile). One that keeps failing on its own (its
@@ -540,7 +562,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, staleWordsCount, unsearchable } = yield* Indexer
+    const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, rewordStale, staleWordsCount, unsearchable } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -630,15 +652,26 @@ export const IndexerLive = Layer.scopedDiscard(
             level === "warning" ? Effect.logWarning(message) : Effect.logInfo(message))
         })
       ),
-      Effect.zipRight(staleWordsCount),
+      Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
+      Effect.forkScoped
+    )
+    // Once a start: the words of mail an earlier version read differently (none after the first), read
+    // again in the background; nothing is embedded again.
+    yield* staleWordsCount.pipe(
       Effect.flatMap((count) =>
-        count === 0 ? Effect.void : Effect.logWarning(
-          `${count === 1 ? "1 email's words were" : `${count} emails' words were`} indexed by an earlier version of Mailroom: some words (Chinese, Japanese or Korean ` +
-            "words within a longer run, Latin words written against such a run) do not find them; run `npm run reindex` " +
-            "(mailroom reindex) to read their words again (quick: nothing is embedded again)"
+        count === 0 ? Effect.void : Effect.logInfo(
+          `Reading again the words of ${count === 1 ? "1 email" : `${count} emails`} indexed by an earlier version of Mailroom, in the background ` +
+            "(nothing is embedded again): until then words of their attachments (PDF, Word) and within runs of Chinese, Japanese or Korean may not find them"
+        ).pipe(
+          Effect.zipRight(rewordStale()),
+          Effect.tap((read) => Effect.logInfo(`Read again the words of ${read === 1 ? "1 email" : `${read} emails`} indexed by an earlier version of Mailroom`))
         )
       ),
-      Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
+      // Each page is its own transaction: a deadlock with mail being indexed loses one page, tried again.
+      Effect.retry(Schedule.intersect(Schedule.recurs(5), Schedule.spaced("10 seconds"))),
+      Effect.catchAllCause((cause) =>
+        health.report("Could not read again the words of mail indexed by an earlier version; `npm run reindex` does it, or the next start tries again", cause)
+      ),
       Effect.forkScoped
     )
     // Once a start: what earlier versions stored without sender and arrival (none after the first).

@@ -430,6 +430,40 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       expect(Number(after.doc)).toBeGreaterThan(Number(now.document.doc))
     }))
 
+  // On the live clock: the actor's pass runs in the background.
+  it.effect("reads again by itself, once a start, the words an earlier version read differently: no reindex needed", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* accountWithMailbox("u", "upgrader")
+      yield* noteIn("u", "eml_u1", "The zeolite catalyst report is attached.")
+      yield* noteIn("u", "eml_u2", "Minutes of the zeolite meeting.")
+      yield* Effect.provide(Effect.forEach(["eml_u1", "eml_u2"], (id) => Effect.flatMap(Indexer, (indexer) => indexer.index(id))), indexerWith())
+      const zeolite = Effect.map(
+        sql<{ emailId: string }>`SELECT email_id FROM search_terms WHERE user_id = 'usr_u' AND lexeme = 'zeolit' ORDER BY email_id`,
+        (rows) => rows.map((row) => row.emailId)
+      )
+      const versions = Effect.map(
+        sql<{ wordsVersion: number }>`SELECT words_version FROM search_documents WHERE user_id = 'usr_u' ORDER BY email_id`,
+        (rows) => rows.map((row) => row.wordsVersion)
+      )
+      expect(yield* zeolite).toEqual(["eml_u1", "eml_u2"])
+      // As a version that did not read that word left them (as round one left the words of attachments).
+      yield* sql`DELETE FROM search_terms WHERE user_id = 'usr_u' AND lexeme = 'zeolit'`
+      yield* sql`DELETE FROM search_lexicon WHERE user_id = 'usr_u' AND lexeme = 'zeolit'`
+      yield* sql`UPDATE search_documents SET words_version = 1 WHERE user_id = 'usr_u'`
+      expect(yield* zeolite).toEqual([])
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.build(indexActor(hashedWordsEmbedder("words-v1"), { retryDelay: () => Duration.millis(100), giveUpAfter: 4, stopGrace: Duration.seconds(5) }, Lifecycle.forever))
+        yield* Effect.repeat(versions, { until: (now) => now.every((v) => v === WORDS_VERSION), schedule: Schedule.spaced("50 millis") }).pipe(
+          Effect.timeout("15 seconds")
+        )
+      }))
+      expect(yield* zeolite).toEqual(["eml_u1", "eml_u2"])
+      const counted = yield* sql<{ documents: number }>`SELECT documents FROM search_lexicon WHERE user_id = 'usr_u' AND lexeme = 'catalyst'`
+      expect(counted[0]?.documents).toBe(1)
+    }).pipe(TestServices.provideLive))
+
   // On the live clock: the bus's waits between deliveries are real.
   it.effect("gives up on an email that keeps failing alone while other mail is indexed; in an outage it retries everything", () =>
     Effect.gen(function*() {
