@@ -9,6 +9,7 @@ import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { groupCommit } from "../batching.ts"
 import { BusEvent, isEventKind } from "../webhooks/schemas.ts"
+import { EventCompletion } from "./completion.ts"
 import { EventLog } from "./log.ts"
 
 /** Events handled at once by one process: those arriving together are stored by one INSERT (log.ts). */
@@ -24,6 +25,7 @@ export const EventRecorderLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const log = yield* EventLog
+    const completion = yield* EventCompletion
 
     /** The streams of the accounts whose events were logged look again: once per account however many arrived together. */
     const signal = yield* groupCommit({
@@ -45,14 +47,20 @@ export const EventRecorderLive = Layer.scopedDiscard(
           onSuccess: (event) =>
             !isEventKind(event.event) || message.msgId === ""
               ? Effect.logWarning("Not logging an event without a kind or id", { subject: message.subject })
-              : log.append({
-                eventId: message.msgId,
-                userId: event.namespace,
-                kind: event.event,
-                mailboxId: mailboxOf(event.data),
-                // Exactly the webhook body (webhooks/delivery.ts), so every channel shows one payload.
-                payload: JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })
-              }).pipe(Effect.zipRight(signal(event.namespace)))
+              // One an earlier version wrote is logged with the fields added since (completion.ts).
+              : completion.complete(event).pipe(
+                Effect.flatMap((complete) =>
+                  log.append({
+                    eventId: message.msgId,
+                    userId: complete.namespace,
+                    kind: complete.event,
+                    mailboxId: mailboxOf(complete.data),
+                    // Exactly the webhook body (webhooks/delivery.ts), so every channel shows one payload.
+                    payload: JSON.stringify({ event: complete.event, timestamp: complete.timestamp, data: complete.data })
+                  })
+                ),
+                Effect.zipRight(signal(event.namespace))
+              )
         })
       )
 
@@ -64,4 +72,4 @@ export const EventRecorderLive = Layer.scopedDiscard(
       handler: record
     }))
   })
-).pipe(Layer.provide(EventLog.Default))
+).pipe(Layer.provide(Layer.merge(EventLog.Default, EventCompletion.Default)))

@@ -118,6 +118,10 @@ const AnsweringRow = Schema.Struct({
   intervalDays: Schema.Number
 })
 
+/**
+ * Only the email's id, which every version's email.received carried: the rest is read from the email,
+ * so an event written before fields were added (round one's has no from_name) is answered alike.
+ */
 const ReceivedData = Schema.Struct({ email_id: Schema.String })
 
 /** Failures that pass (the database, the bus): the claim is given back and the event tried again. */
@@ -209,7 +213,7 @@ export const AutoReplyResponderLive = Layer.scopedDiscard(
         Effect.flatMap(Schema.decodeUnknown(BusEvent)),
         Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Not answering a malformed email.received event", { subject: message.subject, error }),
+          onFailure: (error) => Effect.logError("Not answering a malformed email.received event: no automatic reply goes for it", { subject: message.subject, error }),
           onSuccess: (data) => respond(data.email_id)
         })
       )

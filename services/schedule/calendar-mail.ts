@@ -32,6 +32,11 @@ import { BusEvent } from "../webhooks/schemas.ts"
 import { senderOf } from "./calendar-sender.ts"
 import { Schedule } from "./schedule.ts"
 
+/**
+ * What is read of an event: fields every version's email.received and email.labels_changed carried
+ * (round one's, ae6f099, on); the rest is read from the email, so an event written before fields were
+ * added (from_name) is read alike.
+ */
 const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
 const LabelsChangedData = Schema.Struct({
   ...ReceivedData.fields,
@@ -151,7 +156,10 @@ export const CalendarMailLive = Layer.scopedDiscard(
         Effect.flatMap(Schema.decodeUnknown(BusEvent)),
         Effect.flatMap((event) => Schema.decodeUnknown(schema)(event.data)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Not reading a malformed event for calendars", { subject: message.subject, error }),
+          onFailure: (error) => Effect.logError("Not reading a malformed event for calendars: a calendar its email carries is not entered in the schedule", {
+            subject: message.subject,
+            error
+          }),
           onSuccess: (data) => Effect.asVoid(then(data))
         })
       )

@@ -109,8 +109,11 @@ const ReceivedEvent = Schema.Struct({
   namespace: Schema.String,
   // An email.received published before labels existed carries none: it reads as an empty list.
   // One published before the inbound checks existed carries no verdicts: they read as null.
+  // One published before names were kept (round one, ae6f099) carries no from_name: it stays absent
+  // here, and email.processed is told with the email's own name where it is passed on (events/completion.ts).
   data: Schema.Struct({
     ...EmailFields.fields,
+    from_name: Schema.optional(EmailFields.fields.from_name),
     labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }),
     authentication: Schema.optionalWith(EmailFields.fields.authentication, { default: () => null }),
     authentication_results: Schema.optionalWith(EmailFields.fields.authentication_results, { default: () => null }),

@@ -24,6 +24,7 @@ import { Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
+import { EventCompletion } from "../events/completion.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import { type DeliveryStatus, BusEvent, isEventKind } from "./schemas.ts"
 import { succeeded, WebhookAttempts } from "./attempts.ts"
@@ -70,10 +71,11 @@ const listensTo = (endpoint: Endpoint, mailboxId: string | undefined) =>
   endpoint.mailboxIds === null || (mailboxId !== undefined && endpoint.mailboxIds.includes(mailboxId))
 
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
-  dependencies: [WebhookAttempts.Default],
+  dependencies: [WebhookAttempts.Default, EventCompletion.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const attempts = yield* WebhookAttempts
+    const completion = yield* EventCompletion
     const subscriptions = yield* WebhookSubscriptions
     const inFlight = new Map<string, number>()
 
@@ -151,10 +153,12 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
       )
 
     /** One event: every subscribed endpoint, side by side. Fails (and the bus retries) if any could not finish. */
-    const dispatch = (event: BusEvent, eventId: string): Effect.Effect<void, SqlError | EndpointsBusy> =>
+    const dispatch = (told: BusEvent, eventId: string): Effect.Effect<void, SqlError | EndpointsBusy> =>
       Effect.gen(function*() {
-        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event, mailboxOf(event.data), labelsOf(event.data))
+        const endpoints = yield* subscriptions.endpoints(told.namespace, told.event, mailboxOf(told.data), labelsOf(told.data))
         if (endpoints.length === 0) return
+        // An event an earlier version wrote lacks the fields added since: they are filled in (events/completion.ts).
+        const event = yield* completion.complete(told)
         // Exactly SPEC's payload: the event, its time and its data (not whose it is: the receiver knows).
         const body = JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })
         const results = yield* Effect.forEach(
@@ -175,7 +179,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(BusEvent)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Dropping a malformed event", { subject: message.subject, error }),
+          onFailure: (error) => Effect.logError("Dropping a malformed event: no webhook is sent for it", { subject: message.subject, error }),
           onSuccess: (event) =>
             isEventKind(event.event) ? dispatch(event, message.msgId || `${event.event}:${message.subject}`) : Effect.void
         })
