@@ -7,7 +7,9 @@
  *   `STRIPE_PRICE_ENTERPRISE`), carrying the user id so its events find the account. An account that
  *   pays a subscription already changes that one's price instead, on Stripe's hosted confirmation
  *   page (the billing portal's `subscription_update_confirm` flow, which shows the proration): a
- *   second Checkout Session would start a second subscription and charge both.
+ *   second Checkout Session would start a second subscription and charge both. One whose subscription
+ *   on record has a payment past due (its plan lapsed to free here or not) is refused until the portal
+ *   settles it: Stripe bills it still.
  * - Portal: a Billing Portal session for the customer.
  * - The customer has the account's email, where Stripe mails receipts and invoices: a change of it is
  *   passed on at once, and where Stripe could not be told then, at the next checkout or portal visit.
@@ -20,7 +22,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 // Loaded by the layer, only when STRIPE_SECRET_KEY chooses it: most processes never need the SDK.
 import type Stripe from "stripe"
 import type { BillingEvent } from "../services/billing/events.ts"
-import { PaymentError, PaymentProvider, WebhookRejected } from "../services/billing/payments.ts"
+import { PaymentError, PaymentPastDue, PaymentProvider, WebhookRejected } from "../services/billing/payments.ts"
 import type { Plan } from "../services/plans/plans.ts"
 
 export interface StripeOptions {
@@ -205,14 +207,16 @@ export const layer = (options: StripeOptions) =>
       }
 
       /**
-       * The subscription the account pays now, with the item its plan's price is on; none when it
-       * has none, or Stripe says it has ended.
+       * The subscription on record that Stripe may still bill, with the item its plan's price is on and
+       * its status; none when there is none, or Stripe says it has ended. Asked whatever the plan here:
+       * a past_due plan that lapsed to free (housekeeping) keeps its subscription on record, and Stripe
+       * keeps billing it.
        */
       const liveSubscription = (userId: string) =>
         Effect.gen(function*() {
           const rows = yield* sql<{ stripeSubscriptionId: string }>`
             SELECT stripe_subscription_id FROM subscriptions
-            WHERE user_id = ${userId} AND stripe_subscription_id IS NOT NULL AND plan <> 'free'`.pipe(
+            WHERE user_id = ${userId} AND stripe_subscription_id IS NOT NULL`.pipe(
             Effect.catchTag("SqlError", paymentError("Could not read the account's subscription"))
           )
           const id = rows[0]?.stripeSubscriptionId
@@ -222,8 +226,13 @@ export const layer = (options: StripeOptions) =>
             try: () => stripe.subscriptions.retrieve(id).catch((error) => (error?.code === "resource_missing" ? null : Promise.reject(error))),
             catch: paymentError("Stripe did not answer for the account's subscription")
           })
-          const item = subscription?.items.data[0]
-          return subscription === null || statusOf(subscription.status) === "ended" || item === undefined ? undefined : { id, item: item.id }
+          if (subscription === null) return undefined
+          const status = statusOf(subscription.status)
+          if (status === "ended") return undefined
+          // Billed but not paid up (past due, unpaid, paused; or its first payment still incomplete).
+          if (status !== "active") return { id, status: "past_due" as const }
+          const item = subscription.items.data[0]
+          return item === undefined ? undefined : { id, status, item: item.id }
         })
 
       return PaymentProvider.of({
@@ -231,6 +240,14 @@ export const layer = (options: StripeOptions) =>
           Effect.gen(function*() {
             const customer = yield* customerFor(request.userId)
             const live = yield* liveSubscription(request.userId)
+            // A price change would leave its open invoice to be paid beside the new plan; a new
+            // subscription would be billed beside it.
+            if (live?.status === "past_due") {
+              return yield* new PaymentPastDue({
+                message: "The account's subscription has a payment past due, and Stripe still bills it: pay it or change the card " +
+                  "in the billing portal, or cancel that subscription there, before buying a plan"
+              })
+            }
             if (live !== undefined) {
               const change = yield* Effect.tryPromise({
                 try: () =>

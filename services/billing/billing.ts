@@ -201,6 +201,14 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         )
         if (Option.isNone(owner)) return "unknown-customer" as const
         const userId = owner.value.userId
+        // The account's row first, on every path: concurrent events of one account apply one after the
+        // other, each reading what the one before committed. Without it, an update that waited on a
+        // deletion's row lock re-checked that row alone and read ended_stripe_subscriptions as its
+        // statement had found it before the deletion (PostgreSQL, READ COMMITTED): the deletion's own
+        // record unseen, it revived the subscription.
+        const locked = yield* sql<{ stripeSubscriptionId: string | null }>`
+          SELECT stripe_subscription_id FROM subscriptions WHERE user_id = ${userId} FOR UPDATE`
+        const onRecord = locked[0]?.stripeSubscriptionId ?? null
         const now = new Date()
         const newer = sql`(provider_state_at IS NULL OR provider_state_at <= ${event.at})`
         // About the subscription the account pays now (or it has none on record): the events of one it
@@ -211,6 +219,12 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         // its deletion, in the same second (no older by its time) or late, brings nothing back.
         const live = (subscriptionId: string | undefined) =>
           sql`NOT EXISTS (SELECT 1 FROM ended_stripe_subscriptions WHERE subscription_id = ${subscriptionId ?? null})`
+        // Lapsed: on free since housekeeping ended the plan its payment past due (7 days after its period
+        // ended), the subscription still on record, for Stripe may still bill it (an open invoice the
+        // customer pays brings the plan back: the subscription active). Its dunning (still past due,
+        // unpaid) leaves the account on free.
+        const lapsedStillDue = (subscriptionId: string, status: string) =>
+          sql`(plan = 'free' AND stripe_subscription_id = ${subscriptionId} AND ${status}::text = 'past_due')`
         const link = sql`stripe_customer_id = coalesce(stripe_customer_id, ${event.customerId ?? null}),
                          provider_state_at = ${event.at}, updated_at = now()`
         let applied: ReadonlyArray<unknown>
@@ -229,6 +243,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
                 current_period_start = ${event.periodStart}, current_period_end = ${event.periodEnd},
                 cancel_at_period_end = ${event.cancelAtPeriodEnd}, stripe_subscription_id = ${event.subscriptionId}, ${link}
               WHERE user_id = ${userId} AND ${newer} AND ${current(event.subscriptionId)} AND ${live(event.subscriptionId)}
+                AND NOT ${lapsedStillDue(event.subscriptionId, event.status)}
               RETURNING user_id`
             break
           }
@@ -251,7 +266,27 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
             break
           }
         }
-        return applied.length > 0 ? { outcome: "applied" as const, userId } : "superseded" as const
+        // A subscription other than the one on record that Stripe may still bill (neither ended nor the
+        // one this account pays): the account could be paying two. Its events change nothing here, but
+        // are told, with both ids, for someone to end the one the account left.
+        const ended = (subscriptionId: string) =>
+          Effect.map(sql`SELECT 1 FROM ended_stripe_subscriptions WHERE subscription_id = ${subscriptionId}`, (rows) => rows.length > 0)
+        const other = event.kind === "subscription-ended" ? undefined : event.subscriptionId
+        if (applied.length > 0) {
+          if (event.kind === "checkout-completed" && other !== undefined && onRecord !== null && onRecord !== other && !(yield* ended(onRecord))) {
+            yield* Effect.logWarning("A paid checkout started another subscription: the one the account leaves may still be billed").pipe(
+              Effect.annotateLogs({ userId, subscription: other, left: onRecord, eventId: event.eventId })
+            )
+          }
+          return { outcome: "applied" as const, userId }
+        }
+        if (other !== undefined && onRecord !== null && onRecord !== other && !(yield* ended(other))) {
+          yield* Effect.logWarning("An event of a subscription the account has left, which may still be billed: not applied").pipe(
+            Effect.annotateLogs({ userId, subscription: other, onRecord, eventId: event.eventId, type: event.eventType })
+          )
+          return "other-subscription" as const
+        }
+        return "superseded" as const
       }).pipe(
         sql.withTransaction,
         // Told once the change is committed, so no node can look the old plan up again after hearing it.

@@ -18,6 +18,13 @@ export class PaymentError extends Data.TaggedError("PaymentError")<{
  */
 export class WebhookRejected extends Data.TaggedError("WebhookRejected")<{ readonly message: string; readonly signed: boolean }> {}
 
+/**
+ * No checkout while the account has a subscription the provider may still bill with a payment past due
+ * on it (a lapsed one included: on free here, still billed there): another would be paid beside it. The
+ * portal pays it, changes the card, or cancels it; then a checkout opens.
+ */
+export class PaymentPastDue extends Data.TaggedError("PaymentPastDue")<{ readonly message: string }> {}
+
 export interface CheckoutRequest {
   readonly userId: string
   readonly plan: Exclude<Plan, "free">
@@ -32,7 +39,7 @@ export interface PortalRequest {
 
 export class PaymentProvider extends Context.Tag("mailroom/PaymentProvider")<PaymentProvider, {
   /** Address of a hosted page where the user pays for `plan`. */
-  readonly checkout: (request: CheckoutRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
+  readonly checkout: (request: CheckoutRequest) => Effect.Effect<{ readonly url: string }, PaymentError | PaymentPastDue>
   /** Address of a hosted page where the user manages payment methods, invoices and cancellation. */
   readonly portal: (request: PortalRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
   /**

@@ -458,6 +458,21 @@ describe("a paying account's change of plan", () => {
     expect(down.response.status).toBe(503)
     expect(down.error?.error.code).toBe("SERVICE_UNAVAILABLE")
     expect(stripeApi.requests.slice(before).some((r) => r.path === "/v1/checkout/sessions" || r.path === "/v1/billing_portal/sessions")).toBe(false)
+
+    // Another plan: no price change while an invoice is open (it would be paid beside the new price), nor a
+    // second subscription; 409, to the portal. A plan lapsed to free with the subscription still billed is
+    // refused the same way (test/domain/billing-lapsed.test.ts).
+    stripeApi.subscriptions.set(`sub_${user.userId}`, subscriptionObject({
+      userId: user.userId, customer, status: "past_due", price: PRICES.pro, start: t0, end: t0 + 30 * 86400
+    }))
+    const other = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "enterprise", ...urls } })
+    expect([other.response.status, other.error?.error]).toEqual([409, {
+      code: "CONFLICT",
+      message: "The account's subscription has a payment past due, and Stripe still bills it: pay it or change the card " +
+        "in the billing portal, or cancel that subscription there, before buying a plan",
+      details: { plan: "enterprise", status: "past_due" }
+    }])
+    expect(stripeApi.requests.slice(before).some((r) => r.path === "/v1/checkout/sessions" || r.path === "/v1/billing_portal/sessions")).toBe(false)
   })
 
   it("opens a new Checkout Session when Stripe says the subscription on record has ended, or has it no more", async () => {

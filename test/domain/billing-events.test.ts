@@ -70,6 +70,25 @@ layer(services, { timeout: "60 seconds", excludeTestServices: true })("Billing.a
       expect(yield* row(userId)).toEqual({ plan: "enterprise", status: "active", stripeSubscriptionId: next })
     }))
 
+  it.effect("a deletion and an update of the same second applied at once: the subscription ends, every time", () =>
+    Effect.gen(function*() {
+      const billing = yield* Billing
+      const rounds = 40
+      const ends = yield* Effect.forEach(Array.from({ length: rounds }, (_, i) => i), () =>
+        Effect.gen(function*() {
+          const { userId } = yield* insertUser()
+          const at = new Date(Math.floor(Date.now() / 1000) * 1000)
+          const common = { userId, customerId: uniqueName("cus"), subscriptionId: uniqueName("sub"), at }
+          const paid: BillingEvent = { ...common, eventId: uniqueName("evt"), eventType: "checkout.session.completed", kind: "checkout-completed", plan: "pro", at: new Date(at.getTime() - 60_000) }
+          expect(yield* billing.applyEvent(paid)).toBe("applied")
+          const deleted: BillingEvent = { ...common, eventId: uniqueName("evt"), eventType: "customer.subscription.deleted", kind: "subscription-ended" }
+          // On PostgreSQL each on a connection of its own, as two webhook calls at once are.
+          yield* Effect.all([billing.applyEvent(deleted), billing.applyEvent(subscriptionUpdated(common))], { concurrency: 2 })
+          return yield* row(userId)
+        }))
+      expect(ends).toEqual(Array.from({ length: rounds }, () => ({ plan: "free", status: "canceled", stripeSubscriptionId: null })))
+    }))
+
   it.effect("the update first, then the deletion of the same second: the deletion wins", () =>
     Effect.gen(function*() {
       const billing = yield* Billing

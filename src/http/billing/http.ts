@@ -49,7 +49,10 @@ const makeHandlers = Effect.gen(function*() {
             plan,
             successUrl: payload.successUrl,
             cancelUrl: payload.cancelUrl
-          }).pipe(Effect.mapError(providerDown))
+          }).pipe(
+            Effect.catchTag("PaymentPastDue", (due) => new Conflict({ message: due.message, details: { plan, status: "past_due" } })),
+            Effect.mapError((error) => error._tag === "PaymentError" ? providerDown() : error)
+          )
           return { success: true as const, data: { url: session.url } }
         }).pipe(orUnavailable),
       portal: ({ payload }: { readonly payload: typeof PortalInput.Type }) =>
