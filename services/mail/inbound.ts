@@ -250,7 +250,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * The counter upserts adding (or, with a negative sign, giving back) counts, each answering the
      * counts it leaves: `daily` (user_id, key: the day) and `period` (user_id, key: the period's start
-     * in epoch milliseconds).
+     * in epoch milliseconds). A statement runs them by reading `counted`, which locks their rows in one
+     * order, the day's then the period's (each in key order): PostgreSQL runs WITH parts that no query
+     * reads last-first, so a statement reading neither took the period's row first and deadlocked with
+     * a message of the same account that held the day's row and waited for the period's.
      */
     const counterUpserts = (rows: ReturnType<typeof counterRows>) =>
       // Nothing to count (bounce reports only): the same two names, answering nothing.
@@ -268,6 +271,11 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
           RETURNING user_id, (extract(epoch FROM period_start) * 1000)::bigint::text AS key, emails
         )`
+
+    /** The counts `counterUpserts` left, day's first: reading them in this order is what orders their locks. */
+    const counted = sql`
+      SELECT 'day' AS counter, user_id, key, emails FROM daily
+      UNION ALL SELECT 'period', user_id, key, emails FROM period`
 
     /**
      * Active mailboxes at the queries' addresses, with their owners' plans and counts and what their
@@ -358,8 +366,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             INSERT INTO blobs ${sql.insert(inLockOrder(blobs))}
             ON CONFLICT (sha256) DO UPDATE SET created_at = now()
           )
-          SELECT 'day' AS counter, user_id, key, emails FROM daily
-          UNION ALL SELECT 'period', user_id, key, emails FROM period`.pipe(
+          ${counted}`.pipe(
           Effect.map((rows) => overLimit(batch, rows))
         )
       }
@@ -580,7 +587,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /** Give back the counts of `recipients`' copies of a message that will not be delivered (the sender will retry). */
     const giveBack = (recipients: ReadonlyArray<Recipient>, day: string) => {
       countedHere(recipients, day, -1)
-      return sql`WITH ${counterUpserts(counterRows(recipients.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
+      return sql`WITH ${counterUpserts(counterRows(recipients.map((recipient) => ({ recipient, day })), -1))} ${counted}`.pipe(
         Effect.catchAll((error) => health.report("Could not give back the count of a refused message", Cause.fail(error)))
       )
     }
