@@ -23,6 +23,7 @@ import { senderKeys } from "../mail/narrowing.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
+import { EventCompletion } from "../events/completion.ts"
 import { Lifecycle } from "../lifecycle.ts"
 import { fromNameOf } from "../mail/records.ts"
 import { indexedWords, SENDER_WORDS_FROM, senderText, WORDS_VERSION } from "./documents.ts"
@@ -565,6 +566,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
+    const completion = yield* EventCompletion
     const { addSenderWords, describeVectors, index, lostVectors, model, purgeDeleted, rewordStale, staleWordsCount, unsearchable } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
@@ -620,16 +622,16 @@ export const IndexerLive = Layer.scopedDiscard(
         )
       )
 
+    // An email.received an earlier version wrote lacks fields added since: email.processed is told
+    // whole all the same, those fields read from the email (events/completion.ts).
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
-      bus.publish(
-        subjects.event("email.processed"),
-        encodeJson({
-          event: "email.processed",
-          timestamp: new Date().toISOString(),
-          namespace: event.namespace,
-          data: { ...event.data, embedding_model: model, processing_ms: processingMs }
-        }),
-        { msgId: emailProcessedEventId(event.data.email_id) }
+      completion.complete({
+        event: "email.processed",
+        timestamp: new Date().toISOString(),
+        namespace: event.namespace,
+        data: { ...event.data, embedding_model: model, processing_ms: processingMs }
+      }).pipe(
+        Effect.flatMap((told) => bus.publish(subjects.event("email.processed"), encodeJson(told), { msgId: emailProcessedEventId(event.data.email_id) }))
       )
 
     /** The bus handler: index, then announce; an event that is not an email.received is dropped. */
@@ -637,7 +639,11 @@ export const IndexerLive = Layer.scopedDiscard(
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(ReceivedEvent)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Dropping a malformed email.received event", { subject: message.subject, error }),
+          onFailure: (error) =>
+            Effect.logError("Dropping a malformed email.received event: its email is not searchable until `npm run reindex` (mailroom reindex) indexes it", {
+              subject: message.subject,
+              error
+            }),
           onSuccess: (event) =>
             Effect.flatMap(indexOrGiveUp(event.data.email_id, message), (result) =>
               result === undefined || result.outcome === "gone" ? Effect.void : announce(event, result.processingMs))
@@ -753,4 +759,4 @@ export const IndexerLive = Layer.scopedDiscard(
       handler: (message) => turn.pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("index")))
     }))
   })
-).pipe(Layer.provide(Indexer.Default))
+).pipe(Layer.provide(Indexer.Default), Layer.provide(EventCompletion.Default))

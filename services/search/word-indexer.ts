@@ -97,7 +97,11 @@ export const WordIndexerLive = Layer.scopedDiscard(
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(ReceivedEvent)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Dropping a malformed email.received event", { subject: message.subject, error }),
+          onFailure: (error) =>
+            Effect.logError("Dropping a malformed email.received event: its words are stored when it is indexed, or by `npm run reindex`", {
+              subject: message.subject,
+              error
+            }),
           onSuccess: (event) =>
             index(event.data.email_id).pipe(
               Effect.asVoid,

@@ -212,6 +212,9 @@ layer(testDatabase, { timeout: "120 seconds" })("events written by round one (ae
           url: "https://hooks.example.com/in",
           events: ["email.received", "email.processed", "email.labels_changed", "email.sent", "api_key.created"]
         })
+        // What the index stage announces on the bus itself, for any consumer: whole, as this version tells it.
+        const announced: Array<{ readonly data: { readonly email_id: string; readonly from_name?: unknown } }> = []
+        yield* bus.listen(subjects.event("email.processed"), (message) => Effect.sync(() => announced.push(JSON.parse(new TextDecoder().decode(message.data)))))
         const publish = (event: { readonly event: string; readonly data: object }, id: string) =>
           bus.publish(subjects.event(event.event), encodeJson(event), { msgId: `${event.event}:${id}` })
         yield* publish(received, "eml_old1")
@@ -233,6 +236,7 @@ layer(testDatabase, { timeout: "120 seconds" })("events written by round one (ae
         // The responder answered eml_old1 (eml_old2 was never announced as received).
         expect(yield* sql`SELECT sender FROM auto_replies_sent WHERE mailbox_id = 'mbx_old'`).toEqual([{ sender: "ann@example.com" }])
 
+        expect(announced.filter((told) => told.data.email_id === "eml_old1").map((told) => told.data.from_name)).toEqual(["Ann Smith"])
         const indexed = yield* sql<{ emailId: string; model: string }>`SELECT email_id, model FROM search_documents WHERE email_id LIKE 'eml_old%' ORDER BY email_id`
         expect(indexed).toEqual([{ emailId: "eml_old1", model: "words-upgrade" }])
 
