@@ -445,7 +445,7 @@ export interface paths {
         put?: never;
         /**
          * Start a checkout
-         * @description Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)
+         * @description Answers the hosted payment page to send the user to. The plan the account is on already, or a payment past due on its subscription at Stripe, is 409 CONFLICT; free needs no checkout (400)
          */
         post: operations["dashboardBilling.checkout"];
         delete?: never;
@@ -3229,7 +3229,7 @@ export interface paths {
         put?: never;
         /**
          * Start a checkout
-         * @description Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)
+         * @description Answers the hosted payment page to send the user to. The plan the account is on already, or a payment past due on its subscription at Stripe, is 409 CONFLICT; free needs no checkout (400)
          */
         post: operations["billing.checkout"];
         delete?: never;

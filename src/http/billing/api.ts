@@ -66,7 +66,7 @@ const billingEndpoints = <const Name extends string>(name: Name) =>
       .addError(envelope(Conflict))
       .annotateContext(OpenApi.annotations({
         summary: "Start a checkout",
-        description: "Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)"
+        description: "Answers the hosted payment page to send the user to. The plan the account is on already, or a payment past due on its subscription at Stripe, is 409 CONFLICT; free needs no checkout (400)"
       }))
   )
   .add(
