@@ -10,7 +10,7 @@
  */
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, closeDashboardSuite, launchBrowser, openPage, signUpAndOpenMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { emailWithSubject, type SessionApi, sessionApi } from "../support/session-api.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
@@ -80,19 +80,10 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     page = watched.page
   })
 
-  afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    await backend?.dispose()
-    await mx?.close()
-    await names?.close()
-  })
+  afterAll(() => closeDashboardSuite({ browser, server, backend }, mx, names))
 
   it("signs up on the enterprise plan and makes a mailbox", async () => {
-    await signUpWithMailbox(page, { name: "Grace Scheduler", email: `${fresh("grace")}@example.com`, localPart, address })
-    await page.getByRole("link", { name: address }).click()
-    await page.getByRole("link", { name: "Meetings" }).waitFor()
-    mailboxId = new URL(page.url()).hash.split("/")[2]!
+    mailboxId = await signUpAndOpenMailbox(page, { name: "Grace Scheduler", email: `${fresh("grace")}@example.com`, localPart, address })
     expect(mailboxId).toMatch(/^mbx_/)
   })
 

@@ -8,7 +8,8 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Browser, Page, Request } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, closeDashboardSuite, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { takeRefusedRequest } from "../support/session-api.ts"
 import { tellOnFailure } from "../support/tell-on-failure.ts"
 import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
@@ -74,13 +75,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   tellOnFailure(() => server, () => watched)
 
-  afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    await backend?.dispose()
-    await tracker?.close()
-    await receiver?.close()
-  })
+  afterAll(() => closeDashboardSuite({ browser, server, backend }, tracker, receiver))
 
   it("serves the page with a strict policy, its assets with their types and long caching", async () => {
     const response = await fetch(`${server.url}/`)
@@ -601,9 +596,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByText("is not the account's password").waitFor()
     // The refusal was the server's, shown by its field; it is the walk's only failed request.
-    const refused = watched.problems.filter((p) => p.includes("/api/auth/password") || p.includes("status of 400"))
-    expect(refused).toHaveLength(2)
-    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+    takeRefusedRequest(watched, "/api/auth/password", 400)
 
     await page.getByLabel("Current password").fill("correct horse battery")
     await page.getByLabel("New password, again").fill("a better passphrase!")
@@ -704,9 +697,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await form.getByLabel("Password").fill("not the password")
     await form.getByRole("button", { name: "Delete my account for good" }).click()
     await form.getByText("is not the account's password").waitFor()
-    const refused = watched.problems.filter((p) => p.includes("/api/auth/account") || p.includes("status of 400"))
-    expect(refused).toHaveLength(2)
-    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+    takeRefusedRequest(watched, "/api/auth/account", 400)
 
     await form.getByLabel("Password").fill("a better passphrase")
     await form.getByRole("button", { name: "Delete my account for good" }).click()
@@ -767,9 +758,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("New password, again").fill("once more with feeling")
     await page.getByRole("button", { name: "Set the password" }).click()
     await page.getByRole("alert").getByText("This link does not work any more").waitFor()
-    const refused = watched.problems.filter((p) => p.includes("/api/auth/password-reset") || p.includes("status of 400"))
-    expect(refused).toHaveLength(2)
-    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+    takeRefusedRequest(watched, "/api/auth/password-reset", 400)
     await page.getByRole("link", { name: "Ask for a new one" }).click()
     await page.getByRole("heading", { name: "Forgot your password?" }).waitFor()
     expect(watched.problems).toEqual([])
@@ -846,9 +835,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Verify and sign in" }).click()
     await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
     // The password alone was answered 401 asking for the code: the walk's only refused request.
-    const asked = watched.problems.filter((p) => p.includes("/api/auth/login") || p.includes("status of 401"))
-    expect(asked).toHaveLength(2)
-    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !asked.includes(p)))
+    takeRefusedRequest(watched, "/api/auth/login", 401)
 
     await page.locator(".who a").click()
     await card.getByRole("button", { name: "Turn off…" }).click()

@@ -9,7 +9,7 @@
 import { domainToUnicode } from "node:url"
 import type { Browser, Locator, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, closeDashboardSuite, launchBrowser, openPage, signUpAndOpenMailbox, type WatchedPage } from "../support/browser.ts"
 import { emailWithSubject, type SessionApi, sessionApi } from "../support/session-api.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -88,17 +88,10 @@ describe.runIf(runnable)("the dashboard: how people's text is laid out", () => {
 
   tellOnFailure(() => server, () => watched)
 
-  afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    await backend?.dispose()
-  })
+  afterAll(() => closeDashboardSuite({ browser, server, backend }))
 
   it("signs up and receives a Hebrew email, a long-subject one and two to search for", async () => {
-    await signUpWithMailbox(page, { name: "Dana Display", email: `${fresh("dana")}@example.com`, localPart, address })
-    await page.getByRole("link", { name: address }).click()
-    await page.getByRole("link", { name: "Meetings" }).waitFor()
-    mailboxId = new URL(page.url()).hash.split("/")[2]!
+    mailboxId = await signUpAndOpenMailbox(page, { name: "Dana Display", email: `${fresh("dana")}@example.com`, localPart, address })
     await sendMail(server.smtpPort, {
       from: { name: "יוסף כהן", address: "yosef@example.co.il" },
       to: address,

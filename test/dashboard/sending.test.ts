@@ -12,7 +12,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
 import { signUp } from "../support/accounts.ts"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, closeDashboardSuite, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { tellOnFailure } from "../support/tell-on-failure.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
@@ -138,13 +138,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
   tellOnFailure(() => server, () => watched)
 
-  afterAll(async () => {
-    await browser?.close()
-    await server?.stop()
-    await backend?.dispose()
-    await mx?.close()
-    await names?.close()
-  })
+  afterAll(() => closeDashboardSuite({ browser, server, backend }, mx, names))
 
   it("signs up, moves to the enterprise plan (the walk makes many requests a minute) and makes a mailbox", async () => {
     await signUpWithMailbox(page, { name: "Grace Reviewer", email: `${fresh("grace")}@example.com`, localPart, address })

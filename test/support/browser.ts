@@ -84,3 +84,39 @@ export const signUpWithMailbox = async (
   await page.getByRole("button", { name: "Create mailbox" }).click()
   await page.getByRole("link", { name: account.address }).waitFor()
 }
+
+/**
+ * Signs up with a mailbox as `signUpWithMailbox` does, then opens that mailbox's page (shown once
+ * its Meetings link is) and answers the mailbox's id, read from the page's address
+ * (`#/mailboxes/<id>/…`).
+ */
+export const signUpAndOpenMailbox = async (
+  page: Page,
+  account: { readonly name: string; readonly email: string; readonly localPart: string; readonly address: string }
+): Promise<string> => {
+  await signUpWithMailbox(page, account)
+  await page.getByRole("link", { name: account.address }).click()
+  await page.getByRole("link", { name: "Meetings" }).waitFor()
+  return new URL(page.url()).hash.split("/")[2]!
+}
+
+/**
+ * A dashboard suite's teardown (its afterAll): closes the browser (its context and watched page go
+ * with it), stops the suite's server, disposes of its backend (data directory, or database and
+ * streams), then closes the suite's own servers (`others`: an MX, a DNS server, a recorder) in the
+ * order given. What the suite's beforeAll never got to start is passed over; the first part that
+ * fails to close ends the teardown and fails the suite.
+ */
+export const closeDashboardSuite = async (
+  started: {
+    readonly browser: Browser | undefined
+    readonly server: { readonly stop: () => Promise<unknown> } | undefined
+    readonly backend: { readonly dispose: () => Promise<unknown> } | undefined
+  },
+  ...others: ReadonlyArray<{ readonly close: () => Promise<unknown> } | undefined>
+): Promise<void> => {
+  await started.browser?.close()
+  await started.server?.stop()
+  await started.backend?.dispose()
+  for (const other of others) await other?.close()
+}
