@@ -29,7 +29,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status, type Subscription } from "@nats-io/transport-node"
-import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, Schedule, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Either, Fiber, FiberSet, Layer, Option, Runtime, Schedule, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -376,9 +376,51 @@ interface ConsumerContext {
   readonly health: DependencyHealth
 }
 
-/** Create the durable consumer, or update it when it exists with other settings. */
-const ensureConsumer = (
-  jsm: JetStreamManager,
+/**
+ * How long creating a consumer is tried again while JetStream does not answer in time, and the
+ * longest pause between tries (1 s, doubled each time, up to this).
+ */
+const CONSUMER_PATIENCE = Duration.minutes(3)
+const CONSUMER_RETRY_MAX = Duration.seconds(15)
+
+/**
+ * Create the durable consumer, or update it when it exists with other settings. A request JetStream
+ * does not answer within REQUEST_TIMEOUT (a loaded machine or server at a cluster's start: seen twice
+ * in a row on a machine at load 12-16, ending the process after it had started listening) is made
+ * again, saying so, for up to `patience`; creating or updating to these settings is the same however
+ * often it is done. An answer refusing it (a bad setting, a stream that is not there) fails at once.
+ */
+export const ensureConsumer = (
+  jsm: Pick<JetStreamManager, "consumers">,
+  stream: string,
+  durable: string,
+  settings: Pick<ConsumerUpdateConfig, "filter_subject" | "ack_wait" | "max_ack_pending">,
+  patience: Duration.Duration = CONSUMER_PATIENCE
+) =>
+  Effect.gen(function*() {
+    const started = yield* Clock.currentTimeMillis
+    let pause = Duration.seconds(1)
+    while (true) {
+      const made = yield* Effect.either(createOrUpdateConsumer(jsm, stream, durable, settings))
+      if (Either.isRight(made)) return made.right
+      const error = made.left
+      const waited = Duration.millis((yield* Clock.currentTimeMillis) - started)
+      const failed = busError(`Could not create the NATS consumer ${durable} on ${stream}`)
+      if (!isTimeout(error)) return yield* Effect.fail(failed(error))
+      if (Duration.greaterThan(Duration.sum(waited, pause), patience)) {
+        return yield* Effect.fail(failed(new Error(`${messageOf(error)} (JetStream did not answer in time for ${Duration.format(patience)} of tries)`, { cause: error })))
+      }
+      yield* Effect.logWarning(
+        `NATS JetStream did not answer in time creating the consumer ${durable} on ${stream}: trying again in ${Duration.format(pause)} ` +
+          `(for up to ${Duration.format(patience)})`
+      )
+      yield* Effect.sleep(pause)
+      pause = Duration.min(Duration.times(pause, 2), CONSUMER_RETRY_MAX)
+    }
+  })
+
+const createOrUpdateConsumer = (
+  jsm: Pick<JetStreamManager, "consumers">,
   stream: string,
   durable: string,
   settings: Pick<ConsumerUpdateConfig, "filter_subject" | "ack_wait" | "max_ack_pending">
@@ -399,7 +441,7 @@ const ensureConsumer = (
         return await jsm.consumers.update(stream, durable, settings)
       }
     },
-    catch: busError(`Could not create the NATS consumer ${durable} on ${stream}`)
+    catch: (error) => error
   })
 
 /**
