@@ -14,7 +14,7 @@ import type { AppConfigShape } from "./config.ts"
 export const migrationsDirectory = fileURLToPath(new URL("../migrations/", import.meta.url))
 
 /** migrations/NNNN_name.sql, each run as one script in the migrator's transaction. */
-const loader: Migrator.Loader = Effect.try({
+const files: Migrator.Loader = Effect.try({
   try: () =>
     fs
       .readdirSync(migrationsDirectory)
@@ -32,6 +32,38 @@ const loader: Migrator.Loader = Effect.try({
 /** A migration as the logs and `mailroom migrate` name it: `81_sent_mail_index`. */
 const migrationName = ([id, name]: readonly [number, string]) => `${id}_${name}`
 
+const MIGRATIONS_TABLE = "mailroom_migrations"
+
+/**
+ * This version's migrations, once the database is known to have none applied past the last of them.
+ * One that has was migrated by a newer Mailroom: this code would run on tables it does not know and
+ * write rows that break the newer version's rules (mail stored with no `stored_seq`, which agents
+ * reading `after=` then skip once the newer version is back), so the start is refused. Read in the
+ * migrator's transaction, after it has locked the table: a newer node migrating at the same moment
+ * is seen.
+ */
+const loader: Migrator.Loader<SqlClient.SqlClient> = Effect.gen(function*() {
+  const known = yield* files
+  const sql = yield* SqlClient.SqlClient
+  const [newest] = yield* sql<{ readonly migrationId: number; readonly name: string }>`
+    SELECT migration_id, name FROM ${sql(MIGRATIONS_TABLE)} ORDER BY migration_id DESC LIMIT 1`.pipe(
+    Effect.mapError((cause) => new Migrator.MigrationError({ reason: "failed", message: `Could not read ${MIGRATIONS_TABLE}`, cause }))
+  )
+  const last = known.at(-1)
+  if (newest !== undefined && newest.migrationId > (last?.[0] ?? 0)) {
+    return yield* new Migrator.MigrationError({
+      reason: "bad-state",
+      message: `This database was migrated by a newer Mailroom (its newest migration is ${migrationName([newest.migrationId, newest.name])}; ` +
+        `this version knows up to ${last === undefined ? "none" : migrationName([last[0], last[1]])}): start that version, ` +
+        `or restore a backup taken before the upgrade`
+    })
+  }
+  return known
+})
+
+/** The refusal of a database a newer version migrated (`loader`): trying again would not change it. */
+const newerDatabase = (error: unknown) => error instanceof Migrator.MigrationError && error.reason === "bad-state"
+
 /**
  * What was applied, in one short line: "Applied 80 migrations: 1_accounts to 81_sent_mail_index" (a
  * first start's eighty names would make one line of two thousand characters), up to three by name.
@@ -43,9 +75,9 @@ export const appliedMigrations = (applied: ReadonlyArray<readonly [number, strin
   }`
 }
 
-export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" }).pipe(
+export const migrate = Migrator.make({})({ loader, table: MIGRATIONS_TABLE }).pipe(
   // Two nodes starting at once on a fresh database can race to create the migrations table.
-  Effect.retry({ times: 3, schedule: Schedule.spaced("200 millis") }),
+  Effect.retry({ times: 3, schedule: Schedule.spaced("200 millis"), while: (error) => !newerDatabase(error) }),
   Effect.tap((done) =>
     done.length === 0 ? Effect.void : Effect.zipRight(
       Effect.logInfo(appliedMigrations(done)),

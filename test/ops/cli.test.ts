@@ -16,12 +16,13 @@
  */
 import { spawn } from "node:child_process"
 import * as path from "node:path"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { totpAt } from "../../services/accounts/totp.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
-import { mailroomEntry } from "../support/process.ts"
+import { freePort, mailroomEntry } from "../support/process.ts"
 import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
-import { mode } from "../support/services.ts"
+import { adminDatabaseUrl, createDatabase, mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
 import { anonymous, withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
@@ -123,6 +124,31 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
     const again = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
     expect(again.stdout).toBe(records.stdout)
   })
+
+  it("refuses a database a newer version migrated, with exit 1 and what to do, whether migrating or serving", async () => {
+    const database = await createDatabase(adminDatabaseUrl!, { migrated: true })
+    try {
+      const client = new pg.Client({ connectionString: database.url })
+      await client.connect()
+      try {
+        await client.query("INSERT INTO mailroom_migrations (migration_id, name) VALUES (9999, 'from_a_newer_version')")
+      } finally {
+        await client.end()
+      }
+      const newer = /This database was migrated by a newer Mailroom \(its newest migration is 9999_from_a_newer_version; this version knows up to \d+_\w+\): start that version, or restore a backup taken before the upgrade\n$/
+      const migrating = await mailroom(["migrate"], { env: { DATABASE_URL: database.url } })
+      expect({ code: migrating.code, stdout: migrating.stdout }).toEqual({ code: 1, stdout: "" })
+      expect(migrating.stderr).toMatch(new RegExp(`^mailroom: migrate failed: ${newer.source}`))
+      const serving = await mailroom(["serve"], {
+        env: { DATABASE_URL: database.url, PORT: String(await freePort()), SMTP_PORT: String(await freePort()) }
+      })
+      expect(serving.code).toBe(1)
+      expect(serving.stderr).toMatch(new RegExp(`mailroom: could not start\n${newer.source}`))
+      expect(serving.stderr).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+    } finally {
+      await database.drop()
+    }
+  }, 120_000)
 
   it("migrates, creates an account on a plan, lifts it to enterprise, and revokes a key made over the API", async () => {
     // The suite's database has every migration already: nothing is applied, and it says so.
