@@ -294,15 +294,21 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           GROUP BY email.user_id, c.day, c.period_start
         ),
         -- Each counter written with the limit it counts against: its check refuses the statement
-        -- (nothing stored) when sends accepted at the same moment would together pass it.
+        -- (nothing stored) when sends accepted at the same moment would together pass it. The day's row
+        -- is locked before the period's, as every statement counting mail takes them (inbound.ts): the
+        -- period's reads the day's, since PostgreSQL runs WITH parts no query reads last-first, and a
+        -- send holding the period's row while inbound mail of the account held the day's deadlocked.
         sent_today AS (
           INSERT INTO mail_daily_counters (user_id, day, sent, sent_limit)
           SELECT user_id, day, sum(sends), min(day_limit) FROM counted GROUP BY user_id, day ORDER BY user_id, day
           ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + EXCLUDED.sent, sent_limit = EXCLUDED.sent_limit
+          RETURNING user_id
         ),
         sent_this_period AS (
           INSERT INTO usage_counters (user_id, period_start, emails_sent, emails_sent_limit)
-          SELECT user_id, period_start, sum(sends), min(period_limit) FROM counted GROUP BY user_id, period_start ORDER BY user_id, period_start
+          SELECT user_id, period_start, sum(sends), min(period_limit) FROM counted
+          WHERE (SELECT count(*) FROM sent_today) > 0
+          GROUP BY user_id, period_start ORDER BY user_id, period_start
           ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + EXCLUDED.emails_sent,
                                                             emails_sent_limit = EXCLUDED.emails_sent_limit
         )`
