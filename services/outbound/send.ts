@@ -379,7 +379,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
      * The counters as read, with `sends` more: what most refusals are. (Sends at the same moment are
      * held by the counters' checks.)
      */
-    const checkQuota = (row: typeof SenderRow.Type, sends: number) => {
+    const checkQuota = (row: Pick<typeof SenderRow.Type, "plan" | "sentToday" | "sentThisPeriod">, sends: number) => {
       const plan = limits[row.plan]
       // The period first: when both would be passed, waiting for tomorrow would not help.
       if (plan.sendsPerMonth !== null && row.sentThisPeriod + sends > plan.sendsPerMonth) {
@@ -392,16 +392,24 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     /**
      * A store the counters' checks refused: sends of the same moment took what this one counted on. The
      * refusal says what they left, read again (a batch may be refused with sends to spare, just fewer
-     * than it holds).
+     * than it holds), told as `checkQuota` tells it (the period first when both would be passed, whichever
+     * check refused the statement: the day's is the first a statement takes).
      */
     const asQuota = (userId: string, sends: ReadonlyArray<AcceptedSend>) => (error: SqlError): Effect.Effect<never, SqlError | SendQuotaReached> => {
       const passed = limitPassed(error)
       if (passed === undefined) return Effect.fail(error)
       const { day, periodStart, plan } = sends[0]!
-      const counted = passed === "day"
-        ? sql<{ used: number }>`SELECT sent::float8 AS used FROM mail_daily_counters WHERE user_id = ${userId} AND day = ${day}::date`
-        : sql<{ used: number }>`SELECT emails_sent::float8 AS used FROM usage_counters WHERE user_id = ${userId} AND period_start = ${periodStart}`
-      return Effect.flatMap(counted, (rows) => Effect.fail(quotaReached(plan, passed, rows[0]?.used ?? 0, sends.length)))
+      return sql<{ sentToday: number; sentThisPeriod: number }>`
+        SELECT coalesce((SELECT sent FROM mail_daily_counters WHERE user_id = ${userId} AND day = ${day}::date), 0)::float8 AS sent_today,
+               coalesce((SELECT emails_sent FROM usage_counters WHERE user_id = ${userId} AND period_start = ${periodStart}), 0)::float8
+                 AS sent_this_period`.pipe(
+        Effect.flatMap(([counts = { sentToday: 0, sentThisPeriod: 0 }]) =>
+          checkQuota({ plan, ...counts }, sends.length).pipe(
+            // Not passed as read again (counts given back since): the check that refused tells.
+            Effect.zipRight(Effect.fail(quotaReached(plan, passed, passed === "day" ? counts.sentToday : counts.sentThisPeriod, sends.length)))
+          )
+        )
+      )
     }
 
     /** The deliveries of these emails, their jobs on the bus: none of them is published again (requeue.ts). */

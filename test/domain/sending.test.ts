@@ -172,11 +172,11 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const both = yield* Effect.all([0, 1].map(() => Effect.either(sending.submitBatch(batches.userId, batchesBox.mailboxId, sixty))), {
           concurrency: "unbounded"
         })
-        // Both of free's limits are 100: the day's counter is the first a send takes (send-lock-order.test.ts), so it tells.
+        // Both of free's limits are 100: the period is told, as waiting for tomorrow would not help (the day's check refused the statement).
         expect(refusals(both)).toEqual([expect.objectContaining({
           code: "SEND_QUOTA",
-          message: "The free plan sends at most 100 messages a day: 60 sent, 40 left, fewer than these 60",
-          details: { window: "day", used: 60, limit: 100, plan: "free" }
+          message: "The free plan sends at most 100 messages a billing period: 60 sent, 40 left, fewer than these 60",
+          details: { window: "period", used: 60, limit: 100, plan: "free" }
         })])
         expect(yield* counted(batches.userId)).toEqual({ today: 60, period: 60, emails: 60 })
       }))
