@@ -15,6 +15,7 @@ import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
 import { awayFromMinuteEdge, sleep, until } from "../support/wait.ts"
+import { mcpPoster } from "../support/mcp-http.ts"
 
 let suite: SuiteServer
 
@@ -64,18 +65,7 @@ interface RawClient {
   readonly post: (message: unknown) => Promise<Response>
 }
 const rawClient = async (apiKey: string): Promise<RawClient> => {
-  const post = (session: string | undefined) => (message: unknown) =>
-    fetch(`${suite.url}/mcp`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2025-06-18",
-        ...(session === undefined ? {} : { "mcp-session-id": session })
-      },
-      body: JSON.stringify(message)
-    })
+  const post = (session: string | undefined) => mcpPoster(suite.url, apiKey, session)
   const initialized = await post(undefined)({
     jsonrpc: "2.0",
     id: 0,

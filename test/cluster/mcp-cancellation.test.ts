@@ -12,20 +12,8 @@ import { newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { sleep, until } from "../support/wait.ts"
+import { mcpPoster } from "../support/mcp-http.ts"
 
-/** MCP over plain HTTP to one node, as a client that was given `session` at initialize. */
-const poster = (url: string, apiKey: string, session: string | undefined) => (message: unknown) =>
-  fetch(`${url}/mcp`, {
-    method: "POST",
-    headers: {
-      authorization: `Bearer ${apiKey}`,
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-protocol-version": "2025-06-18",
-      ...(session === undefined ? {} : { "mcp-session-id": session })
-    },
-    body: JSON.stringify(message)
-  })
 
 describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => {
   let backend: Backend
@@ -51,7 +39,7 @@ describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => 
   it("stops a call that another node runs when its client's cancellation reaches this one; another session's is not it", async () => {
     const user = await withApiKey(running.url)
     const inbox = await newBox(running.url, { user })
-    const initialized = await poster(running.url, user.apiKey, undefined)({
+    const initialized = await mcpPoster(running.url, user.apiKey, undefined)({
       jsonrpc: "2.0",
       id: 0,
       method: "initialize",
@@ -62,7 +50,7 @@ describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => 
     expect(session).toMatch(/^[\w-]{22}$/)
     const logged = running.output().length
     const cancelledThere = () => running.output().slice(logged).includes("MCP tool call cancelled by its client (notifications/cancelled)")
-    const waiting = poster(running.url, user.apiKey, session)({
+    const waiting = mcpPoster(running.url, user.apiKey, session)({
       jsonrpc: "2.0",
       id: 2,
       method: "tools/call",
@@ -70,7 +58,7 @@ describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => 
     })
     await sleep(1_000)
     const cancel = (session: string | undefined) =>
-      poster(other.url, user.apiKey, session)({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 2, reason: "test" } })
+      mcpPoster(other.url, user.apiKey, session)({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 2, reason: "test" } })
     // The same id in no session, or in another, is not the call: it waits on.
     expect((await cancel(undefined)).status).toBe(202)
     expect((await cancel("another-session")).status).toBe(202)
