@@ -14,14 +14,14 @@
 import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Schedule } from "effect"
+import { Duration, Effect, Layer, Schedule } from "effect"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
 import type { DatabaseProbe } from "../services/health/database-probe.ts"
-import { pooledClient } from "./postgres.ts"
+import { pooledClient, type PoolOptions } from "./postgres.ts"
 import { makeDirectory, ownerOnlyDirectory } from "./directories.ts"
 
 export interface PgliteOptions {
@@ -281,15 +281,43 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
         ...options.settings,
         ...(options.sharedBuffers === undefined ? {} : { shared_buffers: options.sharedBuffers })
       })
-      return pooledClient({
-        target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
-        maxConnections: 1,
-        minConnections: 1,
-        ...(options.sampled === undefined ? {} : { sampled: options.sampled }),
-        ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements })
-      })
+      return pooledClient(poolOptions(dataDir, socketDir, options))
     })
   )
+
+/**
+ * Its thread serves the socket once the database is open, but on a loaded machine (a first start
+ * creating the database, other processes' CPU) the first connection can take many seconds more to be
+ * answered: 5 s, a server's bound, failed one start in five on a machine at load 12-16. The database
+ * is this process's own and a thread that dies ends the process (`crashed`): it is waited for, saying
+ * so every PROGRESS_EVERY, up to OPEN_TIMEOUT, past which only a stuck thread or a starved machine is
+ * left to explain it.
+ */
+const OPEN_TIMEOUT = Duration.minutes(10)
+const PROGRESS_EVERY = Duration.seconds(15)
+
+/** How the app reaches the PGlite in `dataDir` served in `socketDir`: one connection, waited for (see OPEN_TIMEOUT). */
+export const poolOptions = (dataDir: string, socketDir: string, options: Pick<PgliteOptions, "sampled" | "preparedStatements"> = {}): PoolOptions => ({
+  target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
+  maxConnections: 1,
+  minConnections: 1,
+  connecting: {
+    timeout: OPEN_TIMEOUT,
+    failure: (timedOut) =>
+      timedOut
+        ? `The embedded database in ${dataDir} opened but did not answer within ${Duration.format(OPEN_TIMEOUT)}: ` +
+          `check that this machine has CPU and memory to spare (its load, free memory), then start again; ` +
+          `if it happens again, leave ${dataDir} as it is and report it`
+        : `Could not connect to the embedded database in ${dataDir} (its socket in ${socketDir}): ` +
+          `check that ${path.dirname(socketDir)} is writable and not full, then start again`,
+    progress: {
+      every: PROGRESS_EVERY,
+      say: (waited) => `Waiting for the embedded database in ${dataDir} to answer (${Math.round(Duration.toSeconds(waited))} s so far): it is slow to start on a busy machine`
+    }
+  },
+  ...(options.sampled === undefined ? {} : { sampled: options.sampled }),
+  ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements })
+})
 
 /**
  * PGlite runs no autovacuum, so the embedded database looks after itself, as autovacuum would:

@@ -15,7 +15,9 @@
  * Two time limits, kept apart: opening a connection gives up after 5 s (CONNECT_TIMEOUT), but a
  * query may wait 30 s (ACQUIRE_TIMEOUT) for a connection the pool has lent out. (`pg`'s pool has one
  * setting for both; with 5 s for both, the embedded database's single connection failed every query
- * queued behind a statement that ran longer than 5 s.)
+ * queued behind a statement that ran longer than 5 s.) The 5 s are for a server DATABASE_URL names,
+ * which should answer at once or be reported unreachable; the embedded database, ours and in this
+ * process, is waited for as long as it needs to come up (`PoolOptions.connecting`).
  *
  * A statement has no time limit of its own (a migration or a large deletion may rightly take minutes),
  * but a connection whose server has gone silent is found out (`watchConnections`, on DATABASE_URL's
@@ -32,7 +34,7 @@
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Metric, Redacted, Schedule, String } from "effect"
+import { Clock, Duration, Effect, Layer, Metric, Redacted, Schedule, String } from "effect"
 import Pg from "pg"
 import { DatabaseProbe, type DatabaseProbeShape } from "../services/health/database-probe.ts"
 import { PLANNED_FOR_ITS_VALUES } from "../services/planning.ts"
@@ -70,6 +72,25 @@ export interface PoolOptions {
    * another purpose (the vector index's own PGlite), which would otherwise overwrite the same gauges.
    */
   readonly sampled?: boolean
+  /**
+   * How opening a connection is bounded, and how the first one's failure is told: by default within
+   * CONNECT_TIMEOUT, as "Could not connect to PostgreSQL at <where>".
+   */
+  readonly connecting?: Connecting
+}
+
+/**
+ * How a pool opens connections: each within `timeout` (the first one's answer too), and the first
+ * one's failure told as `failure` says (its cause follows). For a database that may rightly be slow
+ * to answer (the embedded one, coming up in this process on a loaded machine), a long `timeout`,
+ * with `progress` said meanwhile.
+ */
+export interface Connecting {
+  readonly timeout: Duration.Duration
+  /** The operator's message when the first connection failed; `timedOut`: no answer within `timeout`. */
+  readonly failure: (timedOut: boolean) => string
+  /** Logged every `every` while the first connection is awaited, `waited` since it was asked for. */
+  readonly progress?: { readonly every: Duration.Duration; readonly say: (waited: Duration.Duration) => string }
 }
 
 type QueryCallback = (error: Error | null, result: unknown) => void
@@ -84,8 +105,8 @@ class WatchedClient extends Pg.Client {
   /** When the server last said anything on this connection (a large answer arrives over many messages). */
   private heard = 0
 
-  constructor(config?: Pg.ClientConfig) {
-    super({ ...config, connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT), keepAlive: true })
+  constructor(config: Pg.ClientConfig | undefined, connectTimeout: Duration.Duration) {
+    super({ ...config, connectionTimeoutMillis: Duration.toMillis(connectTimeout), keepAlive: true })
     ;(this as unknown as { readonly connection: { on: (event: "message", listener: () => void) => void } }).connection.on(
       "message",
       () => (this.heard = Date.now())
@@ -161,8 +182,8 @@ class PreparingClient extends WatchedClient {
   private made = 0
   private cleared = false
 
-  constructor(config?: Pg.ClientConfig) {
-    super(config)
+  constructor(config: Pg.ClientConfig | undefined, connectTimeout: Duration.Duration) {
+    super(config, connectTimeout)
     const unnamed = this.query.bind(this) as (...args: Array<unknown>) => unknown
     this.query = ((...args: Array<unknown>) => {
       const [text, values, callback] = args
@@ -366,6 +387,41 @@ export const withoutJit = (client: { readonly query: (text: string) => Promise<u
     }
   )
 
+/** A server DATABASE_URL names: answered within CONNECT_TIMEOUT, or said unreachable at once. */
+const configuredServer = (target: Target): Connecting => ({
+  timeout: CONNECT_TIMEOUT,
+  failure: () => `Could not connect to PostgreSQL at ${describeTarget(target)}`
+})
+
+/**
+ * The pool's first query: its first connection opened and answered, within `connecting.timeout`,
+ * with `connecting.progress` logged while it is awaited.
+ */
+const firstAnswer = (pool: Pg.Pool, connecting: Connecting) => {
+  const first = Effect.tryPromise({
+    try: () => pool.query("SELECT 1"),
+    catch: (cause) => new SqlError({ cause, message: connecting.failure(false) })
+  }).pipe(
+    Effect.timeoutFail({
+      duration: connecting.timeout,
+      onTimeout: () =>
+        new SqlError({
+          cause: new Error(`No answer within ${Duration.format(connecting.timeout)}`),
+          message: connecting.failure(true)
+        })
+    })
+  )
+  const { progress } = connecting
+  if (progress === undefined) return first
+  const telling = Effect.flatMap(Clock.currentTimeMillis, (asked) =>
+    Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) => Effect.logInfo(progress.say(Duration.millis(now - asked)))),
+      Effect.delay(progress.every),
+      Effect.forever
+    ))
+  return Effect.raceFirst(first, telling)
+}
+
 /**
  * A pool that answered one query, ended with the scope; sampled into the pool gauges meanwhile, and
  * its connections watched (`options.watch`).
@@ -375,14 +431,19 @@ const acquirePool = (options: PoolOptions) => {
   return Effect.acquireRelease(
     Effect.suspend(() => {
       const { target } = options
+      const connecting = options.connecting ?? configuredServer(target)
       const Base = options.preparedStatements === false ? WatchedClient : PreparingClient
+      // The pool's setting bounds the wait for a lent connection, and opening one too (pg-pool
+      // times a new client with it): the first connection is opened under `connecting.timeout`
+      // alone, and the pool's bound set once it has answered.
+      const acquireTimeout = Duration.toMillis(ACQUIRE_TIMEOUT)
+      const firstTimeout = Duration.toMillis(Duration.max(connecting.timeout, ACQUIRE_TIMEOUT))
       const pool = new Pg.Pool({
         ...connectionSettings(target),
-        // The pool's setting bounds the wait for a lent connection; the client's, opening one.
-        connectionTimeoutMillis: Duration.toMillis(ACQUIRE_TIMEOUT),
+        connectionTimeoutMillis: firstTimeout,
         Client: class extends Base {
           constructor(config?: Pg.ClientConfig) {
-            super(config)
+            super(config, connecting.timeout)
             clients.add(this)
             this.once("end", () => clients.delete(this))
           }
@@ -395,19 +456,19 @@ const acquirePool = (options: PoolOptions) => {
       })
       // A connection that fails while idle is dropped by the pool; the next query opens another.
       pool.on("error", () => {})
-      return Effect.tryPromise({
-        try: () => pool.query("SELECT 1"),
-        catch: (cause) => new SqlError({ cause, message: `Could not connect to PostgreSQL at ${describeTarget(target)}` })
-      }).pipe(
-        Effect.timeoutFail({
-          duration: CONNECT_TIMEOUT,
-          onTimeout: () =>
-            new SqlError({
-              cause: new Error(`No answer within ${Duration.format(CONNECT_TIMEOUT)}`),
-              message: `Could not connect to PostgreSQL at ${describeTarget(target)}`
-            })
+      // Interruptible (the acquisition is not): a query that timed out is given up at once (and a
+      // stop during a long wait of the embedded database is not held up by it).
+      return Effect.interruptible(firstAnswer(pool, connecting)).pipe(
+        Effect.tap(() => {
+          pool.options.connectionTimeoutMillis = acquireTimeout
         }),
-        Effect.tapError(() => Effect.promise(() => pool.end())),
+        // A connection still opening is cut off: ending the pool would wait for it.
+        Effect.onError(() =>
+          Effect.promise(() => {
+            for (const client of clients) cutOff(client, new Error("Gave up connecting"))
+            return pool.end()
+          })
+        ),
         Effect.as(pool)
       )
     }),
