@@ -15,7 +15,7 @@ import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
 import { awayFromMinuteEdge, sleep, until } from "../support/wait.ts"
-import { mcpPoster } from "../support/mcp-http.ts"
+import { mcpInitialize, mcpPoster } from "../support/mcp-http.ts"
 
 let suite: SuiteServer
 
@@ -66,12 +66,7 @@ interface RawClient {
 }
 const rawClient = async (apiKey: string): Promise<RawClient> => {
   const post = (session: string | undefined) => mcpPoster(suite.url, apiKey, session)
-  const initialized = await post(undefined)({
-    jsonrpc: "2.0",
-    id: 0,
-    method: "initialize",
-    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1.0.0" } }
-  })
+  const initialized = await mcpInitialize(suite.url, apiKey)
   expect(initialized.status).toBe(200)
   const session = initialized.headers.get("mcp-session-id")!
   expect(session).toMatch(/^[\w-]{22}$/)

@@ -12,7 +12,7 @@ import { newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { sleep, until } from "../support/wait.ts"
-import { mcpPoster } from "../support/mcp-http.ts"
+import { mcpInitialize, mcpPoster } from "../support/mcp-http.ts"
 
 
 describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => {
@@ -39,12 +39,7 @@ describe.skipIf(mode !== "postgres")("MCP cancellation across API nodes", () => 
   it("stops a call that another node runs when its client's cancellation reaches this one; another session's is not it", async () => {
     const user = await withApiKey(running.url)
     const inbox = await newBox(running.url, { user })
-    const initialized = await mcpPoster(running.url, user.apiKey, undefined)({
-      jsonrpc: "2.0",
-      id: 0,
-      method: "initialize",
-      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1.0.0" } }
-    })
+    const initialized = await mcpInitialize(running.url, user.apiKey)
     expect(initialized.status).toBe(200)
     const session = initialized.headers.get("mcp-session-id")!
     expect(session).toMatch(/^[\w-]{22}$/)

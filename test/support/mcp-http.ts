@@ -16,3 +16,12 @@ export const mcpPoster = (url: string, apiKey: string, session: string | undefin
     },
     body: JSON.stringify(message)
   })
+
+/** `initialize`, as a client without a session yet: the answer carries the `Mcp-Session-Id` it is given. */
+export const mcpInitialize = (url: string, apiKey: string): Promise<Response> =>
+  mcpPoster(url, apiKey, undefined)({
+    jsonrpc: "2.0",
+    id: 0,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1.0.0" } }
+  })
