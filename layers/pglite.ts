@@ -443,19 +443,26 @@ export const checkpoint = Effect.gen(function*() {
   return { walBytes: since.sinceRedo, ms: Math.round(performance.now() - started) }
 })
 
+/** How often the upkeep looks: at the tables (`upkeep`) and at the WAL (`checkpoint`). */
+export interface UpkeepEvery {
+  readonly upkeep: Duration.DurationInput
+  readonly checkpoint: Duration.DurationInput
+}
+
 /**
  * The upkeep of the PGlite this SqlClient reaches from when the layer is built: vacuum and analyse
- * every minute, checkpoints as due every 10 s. Build it once the tables are there (after the
- * migrations), so that they have statistics from the start. `what` names the database in the logs.
+ * every minute, checkpoints as due every 10 s (`every` gives other intervals: a test's). Build it
+ * once the tables are there (after the migrations), so that they have statistics from the start.
+ * `what` names the database in the logs.
  */
-export const upkept = (what: string) => Layer.scopedDiscard(
+export const upkept = (what: string, every: UpkeepEvery = { upkeep: UPKEEP_EVERY, checkpoint: CHECKPOINT_EVERY }) => Layer.scopedDiscard(
   Effect.zipRight(
     upkeep.pipe(
       Effect.tap((done) =>
         done.length === 0 ? Effect.void : Effect.logDebug(`Upkeep of ${what}: ${done.map((d) => `${d.action} ${d.table} ${d.ms} ms`).join(", ")}`)
       ),
       Effect.catchAll((error) => Effect.logWarning(`Could not vacuum or analyse ${what}`, error)),
-      Effect.repeat(Schedule.spaced(UPKEEP_EVERY)),
+      Effect.repeat(Schedule.spaced(every.upkeep)),
       Effect.forkScoped
     ),
     checkpoint.pipe(
@@ -465,7 +472,7 @@ export const upkept = (what: string) => Layer.scopedDiscard(
           : Effect.logDebug(`Checkpoint of ${what}: ${Math.round(done.walBytes / MB)} MB of WAL since the last, ${done.ms} ms`)
       ),
       Effect.catchAll((error) => Effect.logWarning(`Could not checkpoint ${what}`, error)),
-      Effect.repeat(Schedule.spaced(CHECKPOINT_EVERY)),
+      Effect.repeat(Schedule.spaced(every.checkpoint)),
       Effect.forkScoped
     )
   )
