@@ -29,7 +29,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status, type Subscription } from "@nats-io/transport-node"
-import { Cause, Clock, Deferred, Duration, Effect, Either, Fiber, FiberSet, Layer, Option, Runtime, Schedule, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Either, Fiber, FiberSet, Layer, Option, Runtime, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -93,6 +93,8 @@ const STREAM_NAME_IN_USE = 10058
 const CONSUMER_NAME_IN_USE = 10013
 const CONSUMER_ALREADY_EXISTS = 10148
 const CONSUMER_NOT_FOUND = 10014
+/** A cluster's servers still choosing the JetStream meta leader (at start, or after one left). */
+const JETSTREAM_UNAVAILABLE = 10008
 
 /** Stream and durable names may not hold `.`, `*`, `>`, whitespace or path separators. */
 const natsName = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
@@ -327,13 +329,53 @@ const followConnectionStatus = (nc: NatsConnection, url: string, health: Depende
   )
 }
 
+/**
+ * How long a request at start (creating a stream or a consumer) is made again while JetStream does not
+ * answer in time, and the longest pause between tries (1 s, doubled each time, up to this).
+ */
+const START_PATIENCE = Duration.minutes(3)
+const START_RETRY_MAX = Duration.seconds(15)
+
+/**
+ * `request` (creating or updating a stream or consumer to given settings: the same however often it
+ * is done), made again while JetStream does not answer it within REQUEST_TIMEOUT (a loaded machine,
+ * or a cluster's servers still starting or placing replicas: seen twice in a row on a machine at load
+ * 12-16, ending the process after it had started listening) or answers that it is temporarily
+ * unavailable (a cluster without a meta leader yet), saying so, for up to `patience`. An
+ * answer refusing it (a bad setting, a stream that is not there) fails at once. `doing` says what is
+ * retried in the log; `failure` starts the error's message.
+ */
+const whileUnanswered = <A>(doing: string, failure: string, request: Effect.Effect<A, unknown>, patience: Duration.Duration) =>
+  Effect.gen(function*() {
+    const started = yield* Clock.currentTimeMillis
+    const failed = busError(failure)
+    let pause = Duration.seconds(1)
+    while (true) {
+      const made = yield* Effect.either(request)
+      if (Either.isRight(made)) return made.right
+      const error = made.left
+      const waited = Duration.millis((yield* Clock.currentTimeMillis) - started)
+      const passing = isTimeout(error) ? "did not answer in time" : apiCode(error) === JETSTREAM_UNAVAILABLE ? "was unavailable" : undefined
+      if (passing === undefined) return yield* Effect.fail(failed(error))
+      if (Duration.greaterThan(Duration.sum(waited, pause), patience)) {
+        return yield* Effect.fail(failed(new Error(`${messageOf(error)} (JetStream ${passing} for ${Duration.format(patience)} of tries)`, { cause: error })))
+      }
+      yield* Effect.logWarning(
+        `NATS JetStream ${passing} ${doing}: trying again in ${Duration.format(pause)} (for up to ${Duration.format(patience)})`
+      )
+      yield* Effect.sleep(pause)
+      pause = Duration.min(Duration.times(pause, 2), START_RETRY_MAX)
+    }
+  })
+
 /** Create the stream, or bring an existing one to this configuration (its replica count included). */
-const ensureStream = (
-  jsm: JetStreamManager,
+export const ensureStream = (
+  jsm: Pick<JetStreamManager, "streams">,
   stream: StreamName,
   prefix: string,
   toWire: (subject: string) => string,
-  replicas: number
+  replicas: number,
+  patience: Duration.Duration = START_PATIENCE
 ) => {
   const name = streamName(prefix, stream)
   const needsCluster = replicas > 1
@@ -345,22 +387,22 @@ const ensureStream = (
     duplicate_window: nanos(Duration.toMillis(DUPLICATE_WINDOW)),
     num_replicas: replicas
   }
-  return Effect.tryPromise({
-    try: async () => {
-      try {
-        await jsm.streams.add({ name, ...settings, storage: StorageType.File, retention: RetentionPolicy.Limits })
-      } catch (error) {
-        // Same name, another configuration (say an older max_age, or fewer replicas): update what may change.
-        if (apiCode(error) !== STREAM_NAME_IN_USE) throw error
-        await jsm.streams.update(name, settings)
-      }
-    },
-    catch: (error) => error
-  }).pipe(
-    // A request that timed out (a cluster still placing its replicas, a loaded server) is made again:
-    // adding or updating a stream to this configuration is the same however often it is done.
-    Effect.retry({ while: isTimeout, times: 3, schedule: Schedule.exponential(Duration.seconds(1)) }),
-    Effect.mapError(busError(`Could not create or update the NATS stream ${name}${needsCluster}`))
+  return whileUnanswered(
+    `creating the stream ${name}`,
+    `Could not create or update the NATS stream ${name}${needsCluster}`,
+    Effect.tryPromise({
+      try: async () => {
+        try {
+          await jsm.streams.add({ name, ...settings, storage: StorageType.File, retention: RetentionPolicy.Limits })
+        } catch (error) {
+          // Same name, another configuration (say an older max_age, or fewer replicas): update what may change.
+          if (apiCode(error) !== STREAM_NAME_IN_USE) throw error
+          await jsm.streams.update(name, settings)
+        }
+      },
+      catch: (error) => error
+    }),
+    patience
   )
 }
 
@@ -376,48 +418,20 @@ interface ConsumerContext {
   readonly health: DependencyHealth
 }
 
-/**
- * How long creating a consumer is tried again while JetStream does not answer in time, and the
- * longest pause between tries (1 s, doubled each time, up to this).
- */
-const CONSUMER_PATIENCE = Duration.minutes(3)
-const CONSUMER_RETRY_MAX = Duration.seconds(15)
-
-/**
- * Create the durable consumer, or update it when it exists with other settings. A request JetStream
- * does not answer within REQUEST_TIMEOUT (a loaded machine or server at a cluster's start: seen twice
- * in a row on a machine at load 12-16, ending the process after it had started listening) is made
- * again, saying so, for up to `patience`; creating or updating to these settings is the same however
- * often it is done. An answer refusing it (a bad setting, a stream that is not there) fails at once.
- */
+/** Create the durable consumer, or update it when it exists with other settings (`whileUnanswered`). */
 export const ensureConsumer = (
   jsm: Pick<JetStreamManager, "consumers">,
   stream: string,
   durable: string,
   settings: Pick<ConsumerUpdateConfig, "filter_subject" | "ack_wait" | "max_ack_pending">,
-  patience: Duration.Duration = CONSUMER_PATIENCE
+  patience: Duration.Duration = START_PATIENCE
 ) =>
-  Effect.gen(function*() {
-    const started = yield* Clock.currentTimeMillis
-    let pause = Duration.seconds(1)
-    while (true) {
-      const made = yield* Effect.either(createOrUpdateConsumer(jsm, stream, durable, settings))
-      if (Either.isRight(made)) return made.right
-      const error = made.left
-      const waited = Duration.millis((yield* Clock.currentTimeMillis) - started)
-      const failed = busError(`Could not create the NATS consumer ${durable} on ${stream}`)
-      if (!isTimeout(error)) return yield* Effect.fail(failed(error))
-      if (Duration.greaterThan(Duration.sum(waited, pause), patience)) {
-        return yield* Effect.fail(failed(new Error(`${messageOf(error)} (JetStream did not answer in time for ${Duration.format(patience)} of tries)`, { cause: error })))
-      }
-      yield* Effect.logWarning(
-        `NATS JetStream did not answer in time creating the consumer ${durable} on ${stream}: trying again in ${Duration.format(pause)} ` +
-          `(for up to ${Duration.format(patience)})`
-      )
-      yield* Effect.sleep(pause)
-      pause = Duration.min(Duration.times(pause, 2), CONSUMER_RETRY_MAX)
-    }
-  })
+  whileUnanswered(
+    `creating the consumer ${durable} on ${stream}`,
+    `Could not create the NATS consumer ${durable} on ${stream}`,
+    createOrUpdateConsumer(jsm, stream, durable, settings),
+    patience
+  )
 
 const createOrUpdateConsumer = (
   jsm: Pick<JetStreamManager, "consumers">,
