@@ -2,10 +2,9 @@
  * Input that used to answer 500 (issue 14, "no 500s from input") and what it answers now: the rules of
  * src/http/input-rules.ts, route by route as a user meets them.
  */
-import * as net from "node:net"
 import { describe, expect, it } from "vitest"
 import { signUp, withApiKey } from "../support/accounts.ts"
-import { type RawReply, rawRequest } from "../support/raw-http.ts"
+import { rawExchange, type RawReply, rawRequest } from "../support/raw-http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
 
@@ -332,17 +331,11 @@ describe("bodies that are not JSON", () => {
     expect(reply.response.status, textOf(reply)).toBe(200)
 
     const again = await signUp(server.url)
-    const chunked = await new Promise<string>((resolve, reject) => {
-      const socket = net.connect(server.port, "127.0.0.1", () =>
-        socket.write(
-          `POST /api/auth/logout HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${again.accessToken}\r\n` +
-            `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`
-        ))
-      let received = ""
-      socket.on("data", (chunk) => (received += chunk))
-      socket.on("end", () => resolve(received))
-      socket.on("error", reject)
-    })
+    const chunked = await rawExchange(
+      server.port,
+      `POST /api/auth/logout HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${again.accessToken}\r\n` +
+        `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`
+    )
     expect(chunked).toMatch(/^HTTP\/1\.1 200 /)
   })
 })
@@ -364,21 +357,12 @@ describe("the local payment pages", () => {
 })
 
 describe("requests node's HTTP parser refuses", () => {
-  const rawRequest = (head: string) =>
-    new Promise<string>((resolve, reject) => {
-      const socket = net.connect(server.port, "127.0.0.1", () => socket.write(head))
-      let received = ""
-      socket.on("data", (chunk) => (received += chunk))
-      socket.on("end", () => resolve(received))
-      socket.on("error", reject)
-    })
-
   it.each([
     ["a Content-Length that is not a number", "Content-Length: abc"],
     ["two different Content-Lengths", "Content-Length: 2\r\nContent-Length: 3"],
     ["a negative Content-Length", "Content-Length: -1"]
   ])("%s: 400 with the envelope", async (_, header) => {
-    const answer = await rawRequest(`POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${header}\r\n\r\n{}`)
+    const answer = await rawExchange(server.port, `POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${header}\r\n\r\n{}`)
     const [head, body] = answer.split("\r\n\r\n")
     expect(head).toMatch(/^HTTP\/1\.1 400 /)
     expect(head).toMatch(/content-type: application\/json/i)
@@ -387,7 +371,7 @@ describe("requests node's HTTP parser refuses", () => {
   })
 
   it("a declared Content-Length far over the limit: 413 before anything is read", async () => {
-    const answer = await rawRequest(`POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999999999\r\nConnection: close\r\n\r\n{}`)
+    const answer = await rawExchange(server.port, `POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999999999\r\nConnection: close\r\n\r\n{}`)
     expect(answer).toMatch(/^HTTP\/1\.1 413 /)
     expect(answer).toContain('"code":"PAYLOAD_TOO_LARGE"')
   })

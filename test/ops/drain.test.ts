@@ -10,6 +10,7 @@
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { rawExchange } from "../support/raw-http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
@@ -27,18 +28,6 @@ afterAll(async () => {
   await server?.kill()
   await backend?.dispose()
 })
-
-/** `path` asked on a connection of its own, closed after: the whole answer as text. */
-const answeredOnNewConnection = (port: number, path: string) =>
-  new Promise<string>((resolve, reject) => {
-    const socket = net.connect({ port, host: "127.0.0.1" })
-    let received = ""
-    socket.setEncoding("utf8")
-    socket.on("data", (chunk: string) => (received += chunk))
-    socket.once("end", () => resolve(received))
-    socket.once("error", reject)
-    socket.write(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`)
-  })
 
 describe("SIGTERM", () => {
   it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
@@ -100,7 +89,7 @@ describe("SIGTERM", () => {
     // order they came, so once a later one is answered the sends' were taken. One still waiting when
     // the listener closes is reset, as at any server's stop (a loaded CI machine met it: the fifth
     // send's 'fetch failed').
-    expect(await answeredOnNewConnection(server.port, "/healthz")).toMatch(/^HTTP\/1\.1 200 /)
+    expect(await rawExchange(server.port, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /)
 
     const exited = new Promise<number | null>((resolve) => server!.process.once("exit", (code) => resolve(code)))
     server.process.kill("SIGTERM")
