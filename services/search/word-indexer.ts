@@ -6,6 +6,9 @@
  * attachments, as the index stage reads them) and stores its document without a model, with its
  * postings and their lexicon counts (stored-documents.ts). The index stage, on its own consumer of
  * the same events, later adds the vectors and names the model; `email.processed` still means both.
+ * Sent mail likewise: its first delivery job (`mail.outbound.<email_id>`, the index stage's
+ * `index-sent` hears the same jobs) stores its words, so what an agent sent is found by its words at
+ * once, however far behind the embedder is.
  *
  * Emails whose words are indexed at once share a statement (group commit). Idempotent: an email
  * with a document already (either stage was there) is passed over, as is one gone or in a deleted
@@ -15,10 +18,11 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { groupCommitIsolated } from "../batching.ts"
-import { Bus, type BusMessage, decodeJson, defaultRetryDelay } from "../bus/bus.ts"
+import { Bus, type BusMessage, type ConsumerRef, decodeJson, defaultRetryDelay, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { classify } from "../health/dependency-health.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
+import { OutboundJob } from "../outbound/schemas.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -83,7 +87,10 @@ export class WordIndexer extends Effect.Service<WordIndexer>()("mailroom/WordInd
   })
 }) {}
 
-/** The words actor: consumes `events.email.received` while the worker runs (see above). */
+/** The words stage's consumer of sent mail's delivery jobs. */
+export const sentWordsConsumer: ConsumerRef = { name: "words-sent", stream: "mail", filter: subjects.allOutboundMail }
+
+/** The words actor: consumes `events.email.received`, and sent mail's delivery jobs, while the worker runs (see above). */
 export const WordIndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
@@ -93,38 +100,51 @@ export const WordIndexerLive = Layer.scopedDiscard(
     // Behind the SMTP node's accepting when both run here (priority.ts), as ingest is.
     const turn = backgroundTurn("words")
 
-    const handle = (message: BusMessage) =>
+    /** Index the words of the email `message` names (read by `emailIdOf`); a message that names none is logged and dropped. */
+    const handle = (message: BusMessage, what: string, emailIdOf: (json: unknown) => Effect.Effect<string, unknown>) =>
       Effect.try(() => decodeJson(message.data)).pipe(
-        Effect.flatMap(Schema.decodeUnknown(ReceivedEvent)),
+        Effect.flatMap(emailIdOf),
         Effect.matchEffect({
           onFailure: (error) =>
-            Effect.logError("Dropping a malformed email.received event: its words are stored when it is indexed, or by `npm run reindex`", {
+            Effect.logError(`Dropping a malformed ${what}: its words are stored when it is indexed, or by \`npm run reindex\``, {
               subject: message.subject,
               error
             }),
-          onSuccess: (event) =>
-            index(event.data.email_id).pipe(
+          onSuccess: (emailId) =>
+            index(emailId).pipe(
               Effect.asVoid,
               // An outage is everyone's: the bus offers the email again once it is over, however long.
               Effect.catchAllCause((cause) =>
                 message.deliveryCount < retries.giveUpAfter || classify(cause)._tag !== "Fault"
                   ? Effect.failCause(cause)
                   : Effect.logWarning(
-                    `Left the words of email ${event.data.email_id} to the index stage after ${message.deliveryCount} failed attempts: ` +
+                    `Left the words of email ${emailId} to the index stage after ${message.deliveryCount} failed attempts: ` +
                       "it is found by its words once it is embedded",
                     cause
                   )
               )
             )
-        })
+        }),
+        (handled) => turn.pipe(Effect.zipRight(handled), Effect.tap(() => StageActivity.handled("words")))
       )
 
+    const consumed = { concurrency, ackWait: Duration.seconds(20), retryDelay: retries.retryDelay } as const
     yield* bus.consume(measured({
       ...stageConsumers.words,
-      concurrency,
-      ackWait: Duration.seconds(20),
-      retryDelay: retries.retryDelay,
-      handler: (message) => turn.pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("words")))
+      ...consumed,
+      handler: (message) =>
+        handle(message, "email.received event", (json) => Effect.map(Schema.decodeUnknown(ReceivedEvent)(json), (event) => event.data.email_id))
+    }))
+    // An outbound email has a job per recipient domain: the first stores its words, the others find
+    // them stored. Mailroom's own mail to a person and forwarded copies of received mail (indexed as
+    // received) travel on the same subjects: passed over.
+    yield* bus.consume(measured({
+      ...sentWordsConsumer,
+      ...consumed,
+      handler: (message) =>
+        subjects.isSentMail(message.subject)
+          ? handle(message, "outbound job", (json) => Effect.map(Schema.decodeUnknown(OutboundJob)(json), (job) => job.email_id))
+          : Effect.void
     }))
   })
 ).pipe(Layer.provide(WordIndexer.Default))

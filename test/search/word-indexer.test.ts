@@ -2,22 +2,23 @@
  * The words stage (issue 18): mail is found by its words at ingest's pace, before the embedder gets
  * to it. Over the suite's real database (PGlite, or PostgreSQL with DATABASE_URL): the words stage
  * stores an email's document without a model, the index stage then names the model without counting
- * a word twice (and stores the words itself when it comes first), and the actor on the bus leaves an
- * email whose words keep failing to the index stage rather than holding its consumer.
+ * a word twice (and stores the words itself when it comes first), and the actor on the bus stores
+ * received and sent mail's words, and leaves an email whose words keep failing to the index stage
+ * rather than holding its consumer.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer, Option, Schedule, TestServices } from "effect"
 import * as DocumentReader from "../../layers/document-reader.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
-import { Bus, encodeJson, subjects } from "../../services/bus/bus.ts"
+import { Bus, type ConsumerRef, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { stageConsumers } from "../../services/pipeline/stages.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { documentOf, loadEmails, storeDocuments } from "../../services/search/stored-documents.ts"
 import { Vectors } from "../../services/search/vectors.ts"
-import { WordIndexer, WordIndexerLive, WordRetries } from "../../services/search/word-indexer.ts"
+import { sentWordsConsumer, WordIndexer, WordIndexerLive, WordRetries } from "../../services/search/word-indexer.ts"
 import { testDatabase } from "../support/database.ts"
 import { rankerAndIndexer } from "../support/search-services.ts"
 
@@ -119,14 +120,17 @@ layer(testDatabase, { timeout: "60 seconds" })("The words stage", (it) => {
     }).pipe(Effect.provide(wordsAndVectors)))
 
   // On the live clock: the bus's redeliveries are real waits.
-  it.effect("the actor indexes each email.received's words; an email whose words keep failing is left to the index stage", () =>
+  it.effect("the actor indexes each email.received's and each sent email's words; an email whose words keep failing is left to the index stage", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* mailOf("a", [
         ["eml_a1", "Lunch on Friday", "Shall we have lunch on Friday?"],
         ["eml_a2", "Flight confirmed", "Your flight to Lisbon leaves at seven."],
-        ["eml_a3", "Password reset", "Click the link to reset your password."]
+        ["eml_a3", "Password reset", "Click the link to reset your password."],
+        ["eml_a4", "Quarterly figures", "The quarterly figures you asked for."],
+        ["eml_a5", "Forwarded parcel", "A parcel notice forwarded on."]
       ])
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = 'eml_a4'`
       // The database refuses eml_a2's document: a fault of that email alone.
       yield* sql`CREATE FUNCTION refuse_a2() RETURNS trigger LANGUAGE plpgsql AS $$
                  BEGIN IF NEW.email_id = 'eml_a2' THEN RAISE EXCEPTION 'refused for the test'; END IF; RETURN NEW; END $$`
@@ -146,7 +150,10 @@ layer(testDatabase, { timeout: "60 seconds" })("The words stage", (it) => {
           bus.publish(subjects.event("email.received"), encodeJson({ event: "email.received", namespace: "usr_a", data: { email_id: id } }), {
             msgId: `email.received:${id}`
           })
-        const settled = Effect.map(bus.lag(stageConsumers.words), (lag) => Option.exists(lag, (l) => l.pending === 0 && l.inFlight === 0))
+        const sent = (id: string, subject = subjects.outboundMail(id)) =>
+          bus.publish(subject, encodeJson({ email_id: id, domain: "example.com" }), { msgId: `${subject}:example.com` })
+        const idle = (consumer: ConsumerRef) => Effect.map(bus.lag(consumer), (lag) => Option.exists(lag, (l) => l.pending === 0 && l.inFlight === 0))
+        const settled = Effect.zipWith(idle(stageConsumers.words), idle(sentWordsConsumer), (a, b) => a && b)
         yield* bus.publish(subjects.event("email.received"), new TextEncoder().encode("not json"), { msgId: "malformed" })
         yield* Effect.all([received("eml_a1"), received("eml_a2")], { concurrency: "unbounded" })
         yield* until(Effect.zipWith(documented("eml_a1"), settled, (a, b) => a && b))
@@ -154,6 +161,16 @@ layer(testDatabase, { timeout: "60 seconds" })("The words stage", (it) => {
         expect(yield* documented("eml_a2")).toBe(false)
         yield* received("eml_a3")
         yield* until(Effect.zipWith(documented("eml_a3"), settled, (a, b) => a && b))
+
+        // Sent mail, by its delivery jobs: one per recipient domain, the second finding its words stored.
+        // A forwarded copy of received mail is passed over (its words are stored as received mail).
+        yield* bus.publish(subjects.outboundMail("eml_bad"), new TextEncoder().encode("{}"), { msgId: "malformed job" })
+        yield* sent("eml_a5", subjects.forwardedMail("eml_a5"))
+        yield* sent("eml_a4")
+        yield* bus.publish(subjects.outboundMail("eml_a4"), encodeJson({ email_id: "eml_a4", domain: "example.org" }), { msgId: "eml_a4:example.org" })
+        yield* until(Effect.zipWith(documented("eml_a4"), settled, (a, b) => a && b))
+        expect(yield* documented("eml_a5")).toBe(false)
+        expect(yield* found("usr_a", "quarterly figures", "text").pipe(Effect.provide(rankerAndIndexer))).toEqual(["eml_a4"])
       }))
       yield* sql`DROP TRIGGER refuse_a2 ON search_documents`
       yield* sql`DROP FUNCTION refuse_a2()`
