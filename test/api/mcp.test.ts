@@ -316,6 +316,50 @@ describe("MCP at /mcp", () => {
     await mcp.close()
   }, 60_000)
 
+  it("wait_for_email tells a client that asks (a progressToken) how long it has waited, every 5 s, on a stream: one that resets its timeout on progress waits it out", async () => {
+    const [quiet, busy, dropped] = (await Promise.all([1, 2, 3].map(() => newBox(suite.url, { user: owner })))) as [Box, Box, Box]
+    const { mcp, posts, errors } = await watched({ authorization: `Bearer ${owner.apiKey}` })
+    const told: Array<unknown> = []
+    const wait = (box: Box, seconds: number) => ({ name: "wait_for_email", arguments: { mailbox_id: box.mailboxId, timeout_seconds: seconds } })
+    const logged = suite.server.output().length
+    const giveUp = new AbortController()
+    const calls = [
+      // Past its 6.5 s timeout, kept by the progress at 5 s; answered empty at 8 s.
+      mcp.callTool(wait(quiet, 8), undefined, { timeout: 6_500, resetTimeoutOnProgress: true, onprogress: (progress) => told.push(progress) }),
+      // The same without progress: the client gives up at 6.5 s, as any MCP client would with a wait longer than its timeout.
+      mcp.callTool(wait(quiet, 8), undefined, { timeout: 6_500 }),
+      // Mail that arrives is answered on the stream at once.
+      mcp.callTool(wait(busy, 30), undefined, { onprogress: () => {} }),
+      // Cancelled: the stream ends with no answer, and the server stops waiting.
+      mcp.callTool(wait(dropped, 30), undefined, { onprogress: () => {}, signal: giveUp.signal })
+    ]
+    const settled = Promise.allSettled(calls)
+    await sleep(1_000)
+    giveUp.abort("not needed")
+    await deliver(busy.address, "Parcel")
+    const [patient, impatient, woken, cancelled] = await settled
+    expect(cancelled).toMatchObject({ status: "rejected", reason: expect.objectContaining({ message: expect.stringMatching(/not needed/) }) })
+    await until("the server stops the cancelled call", async () =>
+      suite.server.output().slice(logged).includes("MCP tool call cancelled by its client (notifications/cancelled)") ? true : undefined, 10_000, 100)
+    expect(woken).toMatchObject({ status: "fulfilled", value: { structuredContent: { emails: [expect.objectContaining({ subject: "Parcel" })] } } })
+    expect(impatient).toMatchObject({ status: "rejected", reason: expect.objectContaining({ code: -32001 }) })
+    expect(patient).toMatchObject({ status: "fulfilled", value: { structuredContent: { emails: [], total: 0, has_more: false } } })
+    expect(told).toEqual([{ progress: 5, total: 8, message: "Waited 5 of 8 s for mail" }])
+    // Streams only where progress was asked for. The call without it was to be answered as JSON; its
+    // client's timeout cancelled it (notifications/cancelled), so its POST was answered 202 with nothing.
+    const answers = await Promise.all(posts.filter((post) => post.body.method === "tools/call").map((post) => post.answer))
+    expect(answers.map((answer) => [answer.status, answer.headers.get("content-type")]).sort()).toEqual([
+      [200, "text/event-stream"],
+      [200, "text/event-stream"],
+      [200, "text/event-stream"],
+      [202, null]
+    ])
+    expect(posts.filter((post) => post.body.method === "notifications/cancelled").map((post) => (post.body.params as { reason: string }).reason).sort())
+      .toEqual(["McpError: MCP error -32001: Request timed out", "not needed"])
+    expect(errors).toEqual([])
+    await mcp.close()
+  }, 60_000)
+
   it("ignores quietly a cancellation of an id not in flight (unknown, or answered already), and cancels only the request of the client and account that sent it", async () => {
     const inbox = await newBox(suite.url, { user: owner })
     const stranger = await withApiKey(suite.url)

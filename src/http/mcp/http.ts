@@ -1,6 +1,7 @@
 /**
  * The MCP endpoint (issue 17): `POST /mcp`, Streamable HTTP in its stateless form (every request
- * stands alone, so any API node answers any request; answers are JSON, not streams). Built on the
+ * stands alone, so any API node answers any request; answers are JSON, but for a call of a tool
+ * that tells its progress by a client that asks for it, answered as a stream: `serveStreamed`). Built on the
  * official MCP SDK's server and web-standard transport, which track the protocol's revisions; the
  * tools themselves (tools.ts) call the same domain services as the HTTP API.
  *
@@ -18,7 +19,7 @@
  *   node, under which a client's request ids are its own.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Deferred, Effect, Exit, FiberSet, Layer, Option, ParseResult, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, ParseResult, Schema } from "effect"
 import { Authenticator } from "../../../services/accounts/authenticator.ts"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
@@ -53,7 +54,7 @@ import { refusedText } from "../input-rules.ts"
 import { fieldDetails, summaryOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
 import { cancelledBy, makeCancellations, newSession, type Owner, sessionOf } from "./cancellation.ts"
-import { admitTool, inputSchemaOf, type Tool, toolRefusal, tools, toolsFor } from "./tools.ts"
+import { admitTool, inputSchemaOf, type Tool, ToolProgress, toolRefusal, tools, toolsFor } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
 const mcpWindows = (principal: Principal): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[principal.plan].mcpPerMinute }]
@@ -171,6 +172,68 @@ const requestIdOf = (body: unknown): string | number | undefined =>
 /** What a request its client cancelled is answered: no JSON-RPC answer (MCP: none is sent for it), so 202 as for a notification. */
 const cancelledAnswer = () => new Response(null, { status: 202 })
 
+/** The request as a web-standard one, for the SDK's transport (its body is handed over parsed). */
+const webRequest = (request: HttpServerRequest.HttpServerRequest) => {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(request.headers)) headers.set(name, value)
+  return new Request(`http://mcp.local${request.url}`, { method: request.method, headers })
+}
+
+/** The longest a streamed call (`serveStreamed`) is kept, should its stream never be read: past any such tool's longest run. */
+const STREAM_BACKSTOP = Duration.minutes(5)
+
+/**
+ * The id of a `tools/call` to answer as a stream: of a tool that tells its progress, by a client that
+ * asks for it (`params._meta.progressToken`). Undefined for any other message, answered as JSON.
+ */
+const streamedCall = (body: unknown): string | number | undefined => {
+  const id = requestIdOf(body)
+  if (id === undefined || !isObject(body) || body.method !== "tools/call" || !isObject(body.params)) return undefined
+  const { _meta: meta, name } = body.params
+  const token = isObject(meta) ? meta.progressToken : undefined
+  return (typeof token === "string" || typeof token === "number") && typeof name === "string" && byName.get(name)?.reportsProgress === true
+    ? id
+    : undefined
+}
+
+/**
+ * `response` with a body that calls `ended` once, when it has been read to its end, fails, or is
+ * cancelled by its reader (the HTTP server's, when the client goes away).
+ */
+const endingWith = (response: Response, ended: () => void): Response => {
+  let done = false
+  const end = () => {
+    if (!done) {
+      done = true
+      ended()
+    }
+  }
+  if (response.body === null) {
+    end()
+    return response
+  }
+  const reader = response.body.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    pull: async (controller) => {
+      try {
+        const next = await reader.read()
+        if (next.done) {
+          controller.close()
+          end()
+        } else controller.enqueue(next.value)
+      } catch (error) {
+        controller.error(error)
+        end()
+      }
+    },
+    cancel: async (reason) => {
+      end()
+      await reader.cancel(reason)
+    }
+  })
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
+}
+
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
@@ -181,8 +244,15 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const sdk = yield* Effect.cached(Effect.promise(importSdk))
     const cancellations = yield* makeCancellations
 
-    /** One tool call, as the SDK asks for it, run by the request's `run`. */
-    const call = async (sdk: Sdk, { cancelled, run }: ForRequest, principal: Principal, name: string, args: unknown) => {
+    /** One tool call, as the SDK asks for it, run by the request's `run`; `progress`: how it tells its progress, when asked. */
+    const call = async (
+      sdk: Sdk,
+      { cancelled, run }: ForRequest,
+      principal: Principal,
+      name: string,
+      args: unknown,
+      progress: ToolProgress["Type"] | undefined
+    ) => {
       const tool = byName.get(name)
       if (tool === undefined) throw new sdk.McpError(sdk.ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       const refused = toolRefusal(principal, tool)
@@ -208,7 +278,9 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             return new ValidationError({ message: `Invalid arguments for ${name}: ${summaryOf(fields)}`, details: fields.details })
           }),
           Effect.tap((input) => admitTool(principal, tool, input)),
-          Effect.flatMap((input): Effect.Effect<unknown, unknown, ToolContext> => tool.run(principal, input)),
+          Effect.flatMap((input): Effect.Effect<unknown, unknown, ToolContext> =>
+            progress === undefined ? tool.run(principal, input) : Effect.provideService(tool.run(principal, input), ToolProgress, progress)
+          ),
           orUnavailable,
           Effect.onInterrupt(() =>
             cancelled()
@@ -236,8 +308,25 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           annotations: tool.annotations
         }))
       }))
-      server.setRequestHandler(sdk.CallToolRequestSchema, (request) => call(sdk, forRequest, principal, request.params.name, request.params.arguments))
+      server.setRequestHandler(sdk.CallToolRequestSchema, (request, extra) => {
+        const progressToken = request.params._meta?.progressToken
+        const progress = progressToken === undefined ? undefined : {
+          report: (progress: number, total: number, message: string) =>
+            Effect.tryPromise(() => extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress, total, message } })).pipe(
+              Effect.ignore
+            )
+        }
+        return call(sdk, forRequest, principal, request.params.name, request.params.arguments, progress)
+      })
       return server
+    }
+
+    /** A fresh server and transport for one request (stateless): answering JSON, or a stream (`streamed`: notifications, then the answer). */
+    const connect = async (sdk: Sdk, forRequest: ForRequest, principal: Principal, streamed: boolean) => {
+      const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: !streamed })
+      const server = serverFor(sdk, forRequest, principal)
+      await server.connect(transport)
+      return { server, transport }
     }
 
     /**
@@ -253,19 +342,14 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       parsedBody: unknown,
       signal: AbortSignal
     ) => {
-      const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
-      const server = serverFor(sdk, forRequest, principal)
-      await server.connect(transport)
+      const { server, transport } = await connect(sdk, forRequest, principal, false)
       const givenUp = new Promise<Response>((resolve) => {
         const close = () => resolve(cancelledAnswer())
         if (signal.aborted) close()
         else signal.addEventListener("abort", close, { once: true })
       })
       try {
-        const headers = new Headers()
-        for (const [name, value] of Object.entries(request.headers)) headers.set(name, value)
-        const web = new Request(`http://mcp.local${request.url}`, { method: request.method, headers })
-        return await Promise.race([transport.handleRequest(web, parsedBody === undefined ? {} : { parsedBody }), givenUp])
+        return await Promise.race([transport.handleRequest(webRequest(request), parsedBody === undefined ? {} : { parsedBody }), givenUp])
       } finally {
         await server.close()
       }
@@ -299,6 +383,46 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           )
           return yield* Effect.raceFirst(answering, byClient)
         })))
+
+    /**
+     * `serve` for a call of a tool that tells its progress, by a client that asks for it (a
+     * `progressToken`): answered as a stream (Server-Sent Events) that carries the tool's
+     * `notifications/progress` while it runs, then its answer, so that a client that resets its
+     * request's timeout on progress (the SDK's `resetTimeoutOnProgress`) waits as long as the tool does.
+     * The call, its server and its cancellability outlive this effect, which answers once the stream
+     * starts: they end with the stream (answered, or its client gone), with a cancellation (the stream
+     * then ends without an answer, as MCP asks), or, should the stream never be read, after
+     * STREAM_BACKSTOP.
+     */
+    const serveStreamed = (principal: Principal, owner: Owner, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown, id: string | number) =>
+      Effect.flatMap(sdk, (sdk) =>
+        Effect.gen(function*() {
+          const ready = yield* Deferred.make<Response>()
+          const streaming = Effect.scoped(Effect.gen(function*() {
+            const calls = yield* FiberSet.make()
+            const runPromise = yield* FiberSet.runtimePromise(calls)<ToolContext>().pipe(Effect.provide(runtime.context))
+            let cancelled = false
+            const forRequest: ForRequest = { run: (effect) => runPromise(Effect.exit(effect)), cancelled: () => cancelled }
+            const cancel = yield* cancellations.hold(owner, id)
+            // Closed before the call is interrupted (the scope's finalizers run last first): its stream ends with no answer.
+            const { transport } = yield* Effect.acquireRelease(
+              Effect.promise(() => connect(sdk, forRequest, principal, true)),
+              ({ server }) => Effect.promise(() => server.close())
+            )
+            const ended = yield* Deferred.make<void>()
+            const response = yield* Effect.promise(() => transport.handleRequest(webRequest(request), { parsedBody }))
+            yield* Deferred.succeed(ready, endingWith(response, () => Deferred.unsafeDone(ended, Exit.void)))
+            const byClient = Deferred.await(cancel).pipe(
+              Effect.flatMap((reason) => {
+                cancelled = true
+                return Effect.logInfo("MCP request cancelled by its client", { method: "tools/call", id, reason })
+              })
+            )
+            yield* Effect.raceAll([Deferred.await(ended), byClient, Effect.sleep(STREAM_BACKSTOP)])
+          })).pipe(Effect.onExit((exit) => Exit.isFailure(exit) ? Deferred.failCause(ready, exit.cause) : Effect.void))
+          const fiber = yield* Effect.forkDaemon(streaming)
+          return yield* Deferred.await(ready).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+        }))
 
     /**
      * A request without a good credential counts against its client address's limit, as the API's
@@ -365,7 +489,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           { headers: rateHeaders(decision) }
         )
       }
-      const answer = yield* serve(principal, owner, request, parsedBody)
+      const streamedId = streamedCall(parsedBody)
+      const answer = yield* (streamedId === undefined ? serve(principal, owner, request, parsedBody) : serveStreamed(principal, owner, request, parsedBody, streamedId))
       const answered = HttpServerResponse.setHeaders(HttpServerResponse.fromWeb(answer), rateHeaders(decision))
       // A new client: the name its request ids are kept apart by (cancellation.ts), kept by no node.
       return isObject(parsedBody) && parsedBody.method === "initialize" && answer.status === 200

@@ -4,7 +4,7 @@
  * API's own. A tool's input is an Effect Schema: its JSON Schema is what `tools/list` shows, and the
  * same schema decodes each call, so what is advertised is exactly what is accepted.
  */
-import { Duration, Effect, JSONSchema, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, JSONSchema, Option, Schema } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import type { Forbidden } from "../../../services/errors.ts"
@@ -73,8 +73,25 @@ export interface Tool<I = any, R = any> {
   readonly annotations: ToolAnnotations
   readonly input: Schema.Schema<I, any> & { readonly fields: Schema.Struct.Fields }
   readonly reach: ToolReach<I>
+  /** It tells its progress (`ToolProgress`) while it runs: a call that asks for it is answered as a stream (http.ts). */
+  readonly reportsProgress?: true
   readonly run: (principal: Principal, input: I) => Effect.Effect<unknown, unknown, R>
 }
+
+/**
+ * How a tool tells its caller how far it has come: MCP's `notifications/progress`, sent when the call
+ * carried a `progressToken` (else nothing). `progress` grows with each report, up to `total`.
+ */
+export class ToolProgress extends Context.Reference<ToolProgress>()("mailroom/ToolProgress", {
+  defaultValue: () => ({ report: (_progress: number, _total: number, _message: string): Effect.Effect<void> => Effect.void })
+}) {}
+
+/**
+ * How often wait_for_email tells its progress while it waits: well inside the MCP SDK's default
+ * request timeout (60 s), which a client that resets it on progress (`resetTimeoutOnProgress`) then
+ * never reaches, and inside the idle timeouts of proxies on the way.
+ */
+export const WAIT_PROGRESS_EVERY = Duration.seconds(5)
 
 /**
  * A page of a list tool's answer (one taking `limit` and `offset` and answering a `total`) says where
@@ -740,6 +757,7 @@ export const tools = [
   tool({
     name: "wait_for_email",
     reach: "args",
+    reportsProgress: true,
     description:
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail received in a mailbox newer than \`after\` ` +
       "(an email_id; without it, any mail received; the mailbox's own sent mail, such as your replies, does not count " +
@@ -747,7 +765,8 @@ export const tools = [
       "awaits the reply to what it sent): answers as soon as some arrives, with the new emails oldest first as list_emails gives them (at most " +
       "limit, default 20), or an empty list when the time is up. Call it in a loop instead of polling list_emails, each " +
       "time with after = the last email_id it answered (also one deleted since); when has_more is true, more new mail " +
-      `is already waiting and the next call answers at once. ${UNTRUSTED}`,
+      "is already waiting and the next call answers at once. Asked for progress (a progressToken), it tells every 5 s how long " +
+      `it has waited, which keeps a client that resets its timeout on progress waiting. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -775,7 +794,16 @@ export const tools = [
           threadId: input.thread_id,
           from: input.from
         })
-        const found = yield* arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(input.timeout_seconds ?? 30))
+        const seconds = input.timeout_seconds ?? 30
+        const waiting = arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(seconds))
+        // While it waits, every WAIT_PROGRESS_EVERY: how long it has waited, of how long it may.
+        const { report } = yield* ToolProgress
+        const started = yield* Clock.currentTimeMillis
+        const told = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const waited = Math.min(seconds, Math.round((now - started) / 1000))
+          return report(waited, seconds, `Waited ${waited} of ${seconds} s for mail`)
+        })
+        const found = yield* Effect.raceFirst(waiting, Effect.forever(Effect.delay(told, WAIT_PROGRESS_EVERY)))
         return { emails: found.emails.map(listed), total: found.total, has_more: found.total > found.emails.length }
       })
   }),
