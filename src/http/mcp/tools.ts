@@ -800,7 +800,7 @@ export const tools = [
         const { report } = yield* ToolProgress
         const started = yield* Clock.currentTimeMillis
         const told = Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const waited = Math.min(seconds, Math.round((now - started) / 1000))
+          const waited = Math.min(seconds, Math.floor((now - started) / 1000))
           return report(waited, seconds, `Waited ${waited} of ${seconds} s for mail`)
         })
         const found = yield* Effect.raceFirst(waiting, Effect.forever(Effect.delay(told, WAIT_PROGRESS_EVERY)))
