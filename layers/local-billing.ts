@@ -8,7 +8,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import { Principals } from "../services/accounts/principals.ts"
 import { newId } from "../services/accounts/tokens.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { PaymentError, PaymentProvider } from "../services/billing/payments.ts"
@@ -53,7 +52,6 @@ export const layer = (options: { readonly appUrl: string }) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const billing = yield* Billing
-      const principals = yield* Principals
 
       const open = (session: Omit<PaymentSession, "id" | "status" | "completedAt" | "expired" | "madeOnPlan" | "refusedOnPlan">) =>
         Effect.gen(function*() {
@@ -120,8 +118,9 @@ export const layer = (options: { readonly appUrl: string }) =>
           return Option.some({ session, changed: true })
         }).pipe(
           sql.withTransaction,
-          // Told again once committed: a node that looked the plan up before the commit drops it now.
-          Effect.tap((completed) => Option.isSome(completed) && completed.value.changed ? principals.changed(completed.value.session.userId) : Effect.void)
+          // Told again once committed: a node that looked the plan up before the commit drops it now
+          // (every cache the plan decides: keys, the mail taken, the webhooks delivered to).
+          Effect.tap((completed) => Option.isSome(completed) && completed.value.changed ? billing.planChanged(completed.value.session.userId) : Effect.void)
         )
 
       const setCancelAtPeriodEnd = (portalId: string, cancel: boolean) =>

@@ -7,6 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import { Principals } from "../accounts/principals.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
+import { WebhookSubscriptions } from "../webhooks/subscriptions.ts"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
@@ -48,9 +49,14 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
     const searchCounts = yield* SearchCounts
     const principals = yield* Principals
     const directory = yield* RecipientDirectory
+    const subscriptions = yield* WebhookSubscriptions
 
-    /** A plan decides what keys may do and what mail is taken: both caches forget the user, on every node. */
-    const planChanged = (userId: string) => Effect.zipRight(principals.changed(userId), directory.changed(userId))
+    /**
+     * A plan decides what keys may do, what mail is taken and which webhooks are delivered to: the
+     * three caches forget the user, on every node.
+     */
+    const planChanged = (userId: string) =>
+      Effect.all([principals.changed(userId), directory.changed(userId), subscriptions.changed(userId)], { discard: true })
 
     /** Every new account starts on an active free plan for the current calendar month. */
     const openFreeSubscription = Effect.fn("Billing.openFreeSubscription")(function*(userId: string) {
@@ -296,6 +302,6 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       )
     })
 
-    return { openFreeSubscription, subscription, usage, changePlan, setCancelAtPeriodEnd, applyEvent } as const
+    return { openFreeSubscription, subscription, usage, changePlan, planChanged, setCancelAtPeriodEnd, applyEvent } as const
   })
 }) {}

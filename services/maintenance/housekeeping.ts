@@ -20,6 +20,7 @@ import { MAX_STATS_DAYS } from "../mail/schemas.ts"
 import { ADDRESS_HOLD } from "../mailboxes/mailboxes.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
+import { WebhookSubscriptions } from "../webhooks/subscriptions.ts"
 
 /** Ended sessions are kept a week (for support questions), then removed. */
 const SESSION_RETENTION = "7 days"
@@ -67,6 +68,7 @@ export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const principals = yield* Principals
   const directory = yield* RecipientDirectory
+  const subscriptions = yield* WebhookSubscriptions
   const sessions = yield* sql`
     DELETE FROM sessions
     WHERE coalesce(revoked_at, refresh_expires_at) < now() - ${SESSION_RETENTION}::interval`.raw
@@ -98,8 +100,13 @@ export const sweep = Effect.gen(function*() {
       (cancel_at_period_end AND current_period_end <= now())
       OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))
     RETURNING user_id`
-  // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
-  yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
+  // Their keys and sessions now act on the free plan, their mail is taken as free mail, and their
+  // webhooks are delivered to as free allows (webhooks/subscriptions.ts), on every node.
+  yield* Effect.forEach(
+    lapsed,
+    (row) => Effect.all([principals.changed(row.userId), directory.changed(row.userId), subscriptions.changed(row.userId)], { discard: true }),
+    { discard: true }
+  )
   // What deleted mail counted is asked for over at most MAX_STATS_DAYS (mail/stats.ts).
   const deletedMailCounts = yield* sql`
     DELETE FROM deleted_mail_counts WHERE day < (now() AT TIME ZONE 'UTC')::date - ${MAX_STATS_DAYS}::int`.raw

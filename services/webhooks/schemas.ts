@@ -109,12 +109,21 @@ const labelsField = Schema.NullOr(Schema.Array(Schema.String)).annotations({
   description: "Only events about an email carrying one of these labels; null: every event"
 })
 
+/** Whether the plan's limit keeps an active webhook from deliveries now (subscriptions.ts `withinPlan`). */
+const heldByPlanField = Schema.Boolean.annotations({
+  description: "Whether the plan holds this webhook back: the account has more active webhooks than its plan allows (back on free " +
+    "after a paid plan ended, say), and only the oldest active ones, as many as the plan allows, are delivered to. A held webhook " +
+    "is kept as it is and delivers again as soon as the plan allows it (an upgrade, or an older active one deleted or disabled). " +
+    "false for an inactive webhook"
+})
+
 /** get and update: the secret masked. */
 export const Webhook = Schema.Struct({
   ...common,
   created_at: Schema.String,
   mailbox_ids: mailboxIdsField,
-  labels: labelsField
+  labels: labelsField,
+  held_by_plan: heldByPlanField
 }).annotations({ identifier: "Webhook" })
 export type Webhook = typeof Webhook.Type
 
@@ -129,7 +138,8 @@ const withSecret = <S extends Schema.Struct.Field>(secret: S) =>
     active: common.active,
     created_at: Schema.String,
     mailbox_ids: mailboxIdsField,
-    labels: labelsField
+    labels: labelsField,
+    held_by_plan: heldByPlanField
   })
 
 /** update: like get, with the new full secret once when it was changed. */
@@ -149,7 +159,8 @@ export const WebhookListItem = Schema.Struct({
   ...common,
   createdAt: Schema.String,
   mailbox_ids: mailboxIdsField,
-  labels: labelsField
+  labels: labelsField,
+  held_by_plan: heldByPlanField
 }).annotations({ identifier: "WebhookListItem" })
 export type WebhookListItem = typeof WebhookListItem.Type
 

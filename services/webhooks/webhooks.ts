@@ -7,7 +7,10 @@
  *   carries `secret_masked`.
  * - A URL must be https and point at a public address (targets.ts), checked when it is saved.
  * - The plan caps the number of endpoints (free 1, pro 25, enterprise unlimited); creates of one
- *   user are serialised on the user's row, so two at once cannot both take the last slot.
+ *   user are serialised on the user's row, so two at once cannot both take the last slot. An account
+ *   over it (back on free after a paid plan) keeps its endpoints, but only its oldest active ones,
+ *   as many as the plan allows, are delivered to (subscriptions.ts `withinPlan`): every answer tells
+ *   which are held back (`held_by_plan`). One may still be enabled; it is held back as the others.
  * - Someone else's webhook is answered as not found.
  * - `mailbox_ids` narrows a webhook to events about those mailboxes, which must be the account's
  *   active ones when saved (one deleted later simply sends nothing more); `labels` to events about an
@@ -42,7 +45,7 @@ import type {
   WebhookSortField
 } from "./schemas.ts"
 import { generateSecret, maskSecret } from "./signatures.ts"
-import { WebhookSubscriptions } from "./subscriptions.ts"
+import { WebhookSubscriptions, withinPlan } from "./subscriptions.ts"
 import { type TargetRefused, WebhookTargets } from "./targets.ts"
 
 
@@ -124,7 +127,7 @@ const withStoredPassword = (url: string, stored: string): Either.Either<string, 
   return Either.right(`${sent[1]}${sent[2]}:${kept[3]}@${url.slice(sent[0].length)}`)
 }
 
-const toWebhook = (row: WebhookRow): Webhook => ({
+const toWebhook = (row: WebhookRow, held: ReadonlySet<string>): Webhook => ({
   webhook_id: row.id,
   url: maskUrlPassword(row.url),
   events: [...row.events],
@@ -132,7 +135,8 @@ const toWebhook = (row: WebhookRow): Webhook => ({
   active: row.active,
   created_at: row.createdAt.toISOString(),
   mailbox_ids: row.mailboxIds === null ? null : [...row.mailboxIds],
-  labels: row.labels === null ? null : [...row.labels]
+  labels: row.labels === null ? null : [...row.labels],
+  held_by_plan: held.has(row.id)
 })
 
 const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
@@ -199,6 +203,18 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         ? Effect.succeed(mailboxIds)
         : ownedMailboxes(sql, userId, mailboxIds, "mailbox_ids")
 
+    /** The account's active webhooks its plan holds back from deliveries now, as the webhook actor does (`withinPlan`). */
+    const heldByPlan = (userId: string) =>
+      Effect.gen(function*() {
+        const subscribed = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId}`
+        // Every account has its subscription row; one without would be on free.
+        const plan = subscribed[0]?.plan ?? "free"
+        if (limits[plan].webhooks === null) return new Set<string>()
+        const active = yield* sql<{ id: string }>`
+          SELECT id FROM webhooks WHERE user_id = ${userId} AND active ORDER BY created_at, id`
+        return new Set(withinPlan(plan, active).held.map(({ id }) => id))
+      })
+
     const find = (userId: string, webhookId: string) =>
       sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(webhookId))))
@@ -246,7 +262,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       yield* unheard(input.events, mailboxIds ?? null, keptLabels(input.labels))
       const row = yield* insert(owner, input, input.secret ?? generateSecret(), mailboxIds ?? null)
       yield* subscriptions.changed(owner.userId)
-      return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
+      return { ...toWebhook(row, yield* heldByPlan(owner.userId)), secret: row.secret } satisfies CreatedWebhook
     })
 
     /**
@@ -271,16 +287,18 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         ) page ON true
         ORDER BY page.position`
       const total = Number(rows[0]?.total ?? 0)
+      const held = yield* heldByPlan(userId)
       const webhooks: Array<WebhookListItem> = rows.flatMap((row) => {
         if (row.id === null) return []
-        const { created_at, ...rest } = toWebhook(row)
+        const { created_at, ...rest } = toWebhook(row, held)
         return [{ ...rest, createdAt: created_at }]
       })
       return { webhooks, meta: listMeta(total, page) satisfies ListMeta }
     })
 
     const get = Effect.fn("Webhooks.get")(function*(userId: string, webhookId: string) {
-      return toWebhook(yield* find(userId, webhookId))
+      const row = yield* find(userId, webhookId)
+      return toWebhook(row, yield* heldByPlan(userId))
     })
 
     const update = Effect.fn("Webhooks.update")(function*(userId: string, webhookId: string, input: UpdateWebhookInput) {
@@ -314,7 +332,8 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       const row = rows[0]
       if (!row) return yield* notFound(webhookId)
       yield* subscriptions.changed(userId)
-      return (input.secret !== undefined ? { ...toWebhook(row), secret: row.secret } : toWebhook(row)) satisfies UpdatedWebhook
+      const shown = toWebhook(row, yield* heldByPlan(userId))
+      return (input.secret !== undefined ? { ...shown, secret: row.secret } : shown) satisfies UpdatedWebhook
     })
 
     const remove = Effect.fn("Webhooks.remove")(function*(userId: string, webhookId: string) {

@@ -55,7 +55,8 @@ describe("POST /v1/api/webhooks", () => {
         active: true,
         created_at: expect.stringMatching(isoMillis),
         mailbox_ids: null,
-        labels: null
+        labels: null,
+        held_by_plan: false
       }
     })
     const { secret, secret_masked } = reply.data!.data
@@ -198,7 +199,8 @@ describe("reading, updating and deleting", () => {
       active: true,
       createdAt: w.created_at,
       mailbox_ids: null,
-      labels: null
+      labels: null,
+      held_by_plan: false
     })
     expect(list.data).toEqual({
       success: true,
@@ -235,7 +237,8 @@ describe("reading, updating and deleting", () => {
         active: true,
         created_at: first.created_at,
         mailbox_ids: null,
-        labels: null
+        labels: null,
+        held_by_plan: false
       }
     })
   })
@@ -260,7 +263,8 @@ describe("reading, updating and deleting", () => {
         active: false,
         created_at: webhook.created_at,
         mailbox_ids: null,
-        labels: null
+        labels: null,
+        held_by_plan: false
       }
     })
 

@@ -12,6 +12,7 @@ import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { hashPassword } from "../../services/accounts/passwords.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
 import { newTotpSecret, totpAt } from "../../services/accounts/totp.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
@@ -28,7 +29,7 @@ import { awayFromWindowEdge } from "../support/wait.ts"
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
 const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
-  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
+  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(settings, DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)

@@ -11,12 +11,13 @@ import { Billing } from "../../services/billing/billing.ts"
 import type { BillingEvent } from "../../services/billing/events.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { testDatabase } from "../support/database.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
 const services = Billing.Default.pipe(
-  Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
+  Layer.provideMerge(Layer.mergeAll(RecipientDirectory.Default, Principals.Default, WebhookSubscriptions.Default)),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provideMerge(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)

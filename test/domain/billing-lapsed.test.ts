@@ -17,6 +17,7 @@ import type { BillingEvent } from "../../services/billing/events.ts"
 import { PaymentProvider } from "../../services/billing/payments.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { sweep } from "../../services/maintenance/housekeeping.ts"
 import { testDatabase } from "../support/database.ts"
 import { uniqueName } from "../support/services.ts"
@@ -60,7 +61,7 @@ const stripe = StripeBilling.layer({
 })
 
 const services = Layer.merge(Billing.Default, stripe).pipe(
-  Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
+  Layer.provideMerge(Layer.mergeAll(RecipientDirectory.Default, Principals.Default, WebhookSubscriptions.Default)),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provideMerge(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)

@@ -18,6 +18,7 @@ import { sha256 } from "../../services/accounts/tokens.ts"
 import { PaymentError, PaymentProvider } from "../../services/billing/payments.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { type SystemMessage, SystemMail } from "../../services/outbound/system-mail.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
@@ -44,7 +45,7 @@ const payments = Layer.succeed(PaymentProvider, {
 const services = Layer.merge(PasswordReset.DefaultWithoutDependencies, EmailChange.DefaultWithoutDependencies).pipe(
   Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, payments, AccountActivity.Default)),
   Layer.provideMerge(Accounts.Default),
-  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
+  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)

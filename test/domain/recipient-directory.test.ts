@@ -14,6 +14,7 @@ import { Principals } from "../../services/accounts/principals.ts"
 import { Billing } from "../../services/billing/billing.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { FRESH_FOR, nearLimit, RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
 import { SenderLists } from "../../services/mail/sender-lists.ts"
 import { bounceTag } from "../../services/outbound/bounce-address.ts"
@@ -25,7 +26,7 @@ import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(Inbound.Default, Mailboxes.Default, SenderLists.Default, Billing.Default).pipe(
-  Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
+  Layer.provideMerge(Layer.mergeAll(RecipientDirectory.Default, Principals.Default, WebhookSubscriptions.Default)),
   Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provideMerge(DependencyHealth.Default),

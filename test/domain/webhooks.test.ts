@@ -2,22 +2,30 @@
  * Webhook endpoints in process, over the suite's migrated database and a fake Dns (SPEC "Webhooks",
  * DESIGN.md §4): the secret shown in full only on create and on a change, the plan's endpoint limit,
  * URLs that must be https and public (as resolved now), updates, deletes, ownership and the list.
- * Deliveries are test/webhooks' subject.
+ * Deliveries are test/webhooks' subject, but for which endpoints the webhook actor sends an event to
+ * while an account has more than its plan allows (back on free after a paid plan), here.
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Deferred, Effect, Either, Fiber, Layer, Schedule, Schema } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Principals } from "../../services/accounts/principals.ts"
+import { Billing } from "../../services/billing/billing.ts"
+import { encodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { sweep } from "../../services/maintenance/housekeeping.ts"
 import { type PostRequest, TransportError, WebhookTransport } from "../../services/webhooks/attempts.ts"
 import { CreateWebhookInput, eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
 import { verifyWebhook } from "../../services/webhooks/signatures.ts"
 import { WebhookDelivery } from "../../services/webhooks/delivery.ts"
+import { sampleEvent } from "../../services/webhooks/samples.ts"
 import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../../services/webhooks/targets.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import { decodeBody } from "../../src/http/surface.ts"
 import { testDatabase } from "../support/database.ts"
+import { uniqueName } from "../support/services.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
 import { insertUser, type TestUser } from "../support/users.ts"
 import { insertMailbox } from "../support/seed-mail.ts"
@@ -83,7 +91,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           active: true,
           created_at: expect.any(String),
           mailbox_ids: null,
-          labels: null
+          labels: null,
+          held_by_plan: false
         })
         // The masked form shows at most the secret's last four characters.
         expect(created.secret_masked).toBe(`whsec_********${created.secret.slice(-4)}`)
@@ -251,7 +260,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           active: false,
           created_at: created.created_at,
           mailbox_ids: null,
-          labels: null
+          labels: null,
+          held_by_plan: false
         })
         const moved = yield* webhooks.update(owner.userId, created.webhook_id, {
           url: "https://other.example.com/in",
@@ -616,6 +626,160 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         )
         expect(network.posts).toHaveLength(3)
         // The live clock: the retry waits its real 500 ms while the test narrows the webhook.
+      }).pipe(Effect.withClock(Clock.make())))
+  })
+
+  /** The actor with Billing, which changes plans as checkout, the portal and Stripe's events do, and tells the caches. */
+  const billed = Billing.Default.pipe(
+    Layer.provideMerge(Layer.merge(Principals.Default, RecipientDirectory.Default)),
+    Layer.provideMerge(actor),
+    Layer.provide(DependencyHealth.Default)
+  )
+
+  it.layer(billed)("the plan's limit at delivery time (more webhooks than the plan allows)", (it) => {
+    /** Three pro webhooks, created b, a, c but made oldest first c, a, b: neither their ids' nor their creates' order. */
+    const threeOnPro = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const webhooks = yield* Webhooks
+      const owner = yield* insertUser("pro")
+      const made: Record<string, string> = {}
+      for (const name of ["b", "a", "c"]) {
+        made[name] = (yield* webhooks.create(owner, { url: `${HOOK_URL}/${name}`, events: ["api_key.created"] })).webhook_id
+      }
+      const age = { c: 3, a: 2, b: 1 } as const
+      for (const [name, hours] of Object.entries(age)) {
+        yield* sql`UPDATE webhooks SET created_at = now() - ${`${hours} hours`}::interval WHERE id = ${made[name]!}`
+      }
+      return { owner, made: made as Record<"a" | "b" | "c", string> }
+    })
+
+    /** An api_key.created event of the account through the actor as the bus hands it over; the webhooks (by path) it was posted to. */
+    const deliveredTo = (userId: string) =>
+      Effect.gen(function*() {
+        const { handle } = yield* WebhookDelivery
+        network.posts.length = 0
+        const event = { ...sampleEvent("api_key.created", new Date()), namespace: userId }
+        yield* handle({ subject: `events.${userId}.api_key.created`, data: encodeJson(event), msgId: uniqueName("evt"), deliveryCount: 1 })
+        return network.posts.map((post) => post.target.url.pathname.split("/").pop()).sort()
+      })
+
+    /** What the API answers of each webhook: held_by_plan in the list, by path. */
+    const heldInList = (userId: string) =>
+      Effect.map(
+        Effect.flatMap(Webhooks, (webhooks) => webhooks.list(userId, firstPage, { field: "url", direction: "asc" })),
+        ({ webhooks }) => Object.fromEntries(webhooks.map((w) => [w.url.split("/").pop()!, { active: w.active, held_by_plan: w.held_by_plan }]))
+      )
+
+    it.effect("back on free, only the oldest active one is delivered to; the others are held back, kept, and every answer says so", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const billing = yield* Billing
+        const { made, owner } = yield* threeOnPro
+        // Within pro's 25 every one is delivered to (and the actor's view of the account is now cached).
+        expect(yield* deliveredTo(owner.userId)).toEqual(["a", "b", "c"])
+        expect(yield* heldInList(owner.userId)).toEqual({
+          a: { active: true, held_by_plan: false },
+          b: { active: true, held_by_plan: false },
+          c: { active: true, held_by_plan: false }
+        })
+
+        // The paid plan ends: free allows 1, the oldest (c).
+        yield* billing.changePlan(owner.userId, "free")
+        expect(yield* deliveredTo(owner.userId)).toEqual(["c"])
+        expect(yield* heldInList(owner.userId)).toEqual({
+          a: { active: true, held_by_plan: true },
+          b: { active: true, held_by_plan: true },
+          c: { active: true, held_by_plan: false }
+        })
+        // Held, not changed: get answers its settings as they were.
+        expect(yield* webhooks.get(owner.userId, made.a)).toMatchObject({
+          url: `${HOOK_URL}/a`,
+          events: ["api_key.created"],
+          active: true,
+          held_by_plan: true
+        })
+        // A new one is refused as before, counting every one kept (the plan as the caller's credential now carries it).
+        expect(yield* Effect.flip(webhooks.create({ userId: owner.userId, plan: "free" }, { url: `${HOOK_URL}/d`, events: ["api_key.created"] }))).toMatchObject({
+          code: "WEBHOOK_QUOTA",
+          status: 403,
+          details: { count: 3, limit: 1, plan: "free" }
+        })
+
+        // Disabling the one delivered to lets the next in line (a) deliver; a disabled one is not held, just off.
+        expect(yield* webhooks.update(owner.userId, made.c, { active: false })).toMatchObject({ active: false, held_by_plan: false })
+        expect(yield* deliveredTo(owner.userId)).toEqual(["a"])
+        expect(yield* heldInList(owner.userId)).toEqual({
+          a: { active: true, held_by_plan: false },
+          b: { active: true, held_by_plan: true },
+          c: { active: false, held_by_plan: false }
+        })
+        // A held one may be disabled and enabled again; enabled, it is still held back.
+        expect(yield* webhooks.update(owner.userId, made.b, { active: false })).toMatchObject({ active: false, held_by_plan: false })
+        expect(yield* webhooks.update(owner.userId, made.b, { active: true })).toMatchObject({ active: true, held_by_plan: true })
+        expect(yield* deliveredTo(owner.userId)).toEqual(["a"])
+        // c enabled again is the oldest: it delivers, and a waits again.
+        expect(yield* webhooks.update(owner.userId, made.c, { active: true })).toMatchObject({ active: true, held_by_plan: false })
+        expect(yield* deliveredTo(owner.userId)).toEqual(["c"])
+
+        // Deleting the one delivered to lets the next (a) deliver.
+        yield* webhooks.remove(owner.userId, made.c)
+        expect(yield* deliveredTo(owner.userId)).toEqual(["a"])
+        expect(yield* webhooks.get(owner.userId, made.b)).toMatchObject({ held_by_plan: true })
+
+        // Back on pro, every one delivers again at once.
+        yield* billing.changePlan(owner.userId, "pro")
+        expect(yield* deliveredTo(owner.userId)).toEqual(["a", "b"])
+        expect(yield* heldInList(owner.userId)).toEqual({
+          a: { active: true, held_by_plan: false },
+          b: { active: true, held_by_plan: false }
+        })
+      }).pipe(Effect.withClock(Clock.make())))
+
+    it.scoped("a paid plan that lapses (housekeeping) or a Stripe cancellation holds them back at once, here and over the bus on another node; enterprise holds none", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const billing = yield* Billing
+        const here = yield* WebhookSubscriptions
+        // Another worker's view: its own cache, told over the bus.
+        const there = Context.get(yield* Layer.build(WebhookSubscriptions.Default), WebhookSubscriptions)
+        const { made, owner } = yield* threeOnPro
+        const views = Effect.all([here.endpoints(owner.userId, "api_key.created", undefined), there.endpoints(owner.userId, "api_key.created", undefined)])
+        /** Both views (the other within the second promised) deliver to `ids`, oldest first. */
+        const both = (ids: ReadonlyArray<string>) =>
+          Effect.gen(function*() {
+            const expected = ids.map((id) => ({ id }))
+            expect(yield* here.endpoints(owner.userId, "api_key.created", undefined)).toEqual(expected)
+            const heard = yield* there.endpoints(owner.userId, "api_key.created", undefined).pipe(
+              Effect.filterOrFail((found) => JSON.stringify(found) === JSON.stringify(expected)),
+              Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("1 second"))),
+              Effect.either
+            )
+            expect(heard).toEqual(Either.right(expected))
+          })
+        yield* both([made.c, made.a, made.b])
+        yield* views
+
+        // Canceled at the period's end, which has passed: housekeeping ends the plan.
+        yield* sql`UPDATE subscriptions SET cancel_at_period_end = true, current_period_end = now() - interval '1 minute' WHERE user_id = ${owner.userId}`
+        yield* sweep
+        expect((yield* billing.subscription(owner.userId)).plan).toBe("free")
+        yield* both([made.c])
+
+        yield* billing.changePlan(owner.userId, "enterprise")
+        yield* both([made.c, made.a, made.b])
+
+        // Stripe says the subscription ended.
+        yield* billing.applyEvent({
+          eventId: uniqueName("evt"),
+          eventType: "customer.subscription.deleted",
+          kind: "subscription-ended",
+          userId: owner.userId,
+          customerId: undefined,
+          subscriptionId: uniqueName("sub"),
+          at: new Date()
+        })
+        expect((yield* billing.subscription(owner.userId)).plan).toBe("free")
+        yield* both([made.c])
       }).pipe(Effect.withClock(Clock.make())))
   })
 })

@@ -8,12 +8,13 @@ import { Effect, Layer } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { sweep } from "../../services/maintenance/housekeeping.ts"
 import { testDatabase } from "../support/database.ts"
 
-/** Lapsed plans are told to the principal caches and recipient directories, over the in-process bus. */
-const principals = Layer.merge(Principals.Default, RecipientDirectory.Default).pipe(
+/** Lapsed plans are told to the principal caches, recipient directories and webhook subscriptions, over the in-process bus. */
+const principals = Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default).pipe(
   Layer.provideMerge(MemoryBus.layer),
   Layer.provide(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)

@@ -10,6 +10,7 @@ import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import type { Principal } from "../../services/accounts/principal.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Embedder, EmbedderError, readsAnyText } from "../../services/search/embedder.ts"
@@ -59,7 +60,7 @@ const searchesUsed = (userId: string) =>
     Effect.map((rows) => Number(rows[0]?.n ?? 0))
   )
 
-layer(Layer.provideMerge(search, Layer.merge(Principals.Default, RecipientDirectory.Default).pipe(Layer.provideMerge(MemoryBus.layer), Layer.provideMerge(DependencyHealth.Default), Layer.provideMerge(testDatabase))), { timeout: "60 seconds" })("What a search that gives no answer costs", (it) => {
+layer(Layer.provideMerge(search, Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default).pipe(Layer.provideMerge(MemoryBus.layer), Layer.provideMerge(DependencyHealth.Default), Layer.provideMerge(testDatabase))), { timeout: "60 seconds" })("What a search that gives no answer costs", (it) => {
   it.effect("nothing when the embedder fails (503) or dies", () =>
     Effect.gen(function*() {
       const { userId } = yield* insertUser("free")

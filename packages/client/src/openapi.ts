@@ -4028,6 +4028,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Whether the plan holds this webhook back: the account has more active webhooks than its plan allows (back on free after a paid plan ended, say), and only the oldest active ones, as many as the plan allows, are delivered to. A held webhook is kept as it is and delivers again as soon as the plan allows it (an upgrade, or an older active one deleted or disabled). false for an inactive webhook */
+            held_by_plan: boolean;
             /** @description Only events about an email carrying one of these labels; null: every event */
             labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
@@ -6235,6 +6237,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Whether the plan holds this webhook back: the account has more active webhooks than its plan allows (back on free after a paid plan ended, say), and only the oldest active ones, as many as the plan allows, are delivered to. A held webhook is kept as it is and delivers again as soon as the plan allows it (an upgrade, or an older active one deleted or disabled). false for an inactive webhook */
+            held_by_plan: boolean;
             /** @description Only events about an email carrying one of these labels; null: every event */
             labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
@@ -6328,6 +6332,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Whether the plan holds this webhook back: the account has more active webhooks than its plan allows (back on free after a paid plan ended, say), and only the oldest active ones, as many as the plan allows, are delivered to. A held webhook is kept as it is and delivers again as soon as the plan allows it (an upgrade, or an older active one deleted or disabled). false for an inactive webhook */
+            held_by_plan: boolean;
             /** @description Only events about an email carrying one of these labels; null: every event */
             labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
@@ -6360,6 +6366,8 @@ export interface components {
             active: boolean;
             createdAt: string;
             events: string[];
+            /** @description Whether the plan holds this webhook back: the account has more active webhooks than its plan allows (back on free after a paid plan ended, say), and only the oldest active ones, as many as the plan allows, are delivered to. A held webhook is kept as it is and delivers again as soon as the plan allows it (an upgrade, or an older active one deleted or disabled). false for an inactive webhook */
+            held_by_plan: boolean;
             /** @description Only events about an email carrying one of these labels; null: every event */
             labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */

@@ -146,10 +146,11 @@ export const WebhooksPage = () => {
         ${webhooks.map((w) => html`
           <li key=${w.webhook_id} class="item wrap">
             <div class="grow">
-              <strong><code>${w.url}</code></strong> <span class="tag">${w.active ? "enabled" : "disabled"}</span>
+              <strong><code>${w.url}</code></strong> <span class="tag">${w.active ? "enabled" : "disabled"}</span>${w.held_by_plan && html` <span class="tag">held by plan</span>`}
               <div class="muted small">${w.events.join(", ")} · ${w.mailbox_ids === null ? "every mailbox" : "only " + w.mailbox_ids.map(addressOf).join(", ")}${
   w.labels === null ? "" : " · mail labelled " + w.labels.join(" or ")
 } · secret ${w.secret_masked}</div>
+              ${w.held_by_plan && html`<p class="note error">Not delivering: the account has more active webhooks than its plan allows, and only the oldest are sent events. This one delivers again once you upgrade, or delete or disable an older one.</p>`}
             </div>
             <div class="actions">
               <button type="button" class="secondary" aria-expanded=${open === w.webhook_id} aria-label=${"Deliveries of webhook " + w.url}
