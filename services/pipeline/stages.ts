@@ -35,6 +35,16 @@ export const stageConsumers = {
   index: { name: "index", stream: "events", filter: subjects.event("email.received") }
 } as const satisfies Record<Exclude<StageName, "accept">, ConsumerRef>
 
+/**
+ * The consumers of sent mail's delivery jobs (`mail.outbound.>`) the words and index stages also run:
+ * sent mail's words (word-indexer.ts) and vectors (indexer.ts). What they have not done is counted in
+ * their stage's lag.
+ */
+export const sentMailConsumers = {
+  words: { name: "words-sent", stream: "mail", filter: subjects.allOutboundMail },
+  index: { name: "index-sent", stream: "mail", filter: subjects.allOutboundMail }
+} as const satisfies Record<"words" | "index", ConsumerRef>
+
 /** What a stage has done in this process, and how far behind it is on the bus. */
 export interface StageStatus {
   /** Messages this process finished per second, over the last few seconds. */
@@ -118,6 +128,12 @@ const RATE_WINDOW_MS = 5_000
 type Lag = Pick<StageStatus, "pending" | "inFlight" | "oldestAgeSeconds">
 const unknownLag: Lag = { pending: null, inFlight: null, oldestAgeSeconds: null }
 
+/** A stage's lag over two of its consumers: what both hold, the older's oldest; unknown when either is. */
+const bothLags = (a: Lag, b: Lag): Lag =>
+  a.pending === null || b.pending === null || a.inFlight === null || b.inFlight === null
+    ? unknownLag
+    : { pending: a.pending + b.pending, inFlight: a.inFlight + b.inFlight, oldestAgeSeconds: Math.max(a.oldestAgeSeconds ?? 0, b.oldestAgeSeconds ?? 0) }
+
 export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/StageMonitor", {
   scoped: Effect.gen(function*() {
     const bus = yield* Bus
@@ -179,15 +195,21 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
       const first = samples[0]!
       const elapsed = (now - first.at) / 1000
       const rate = (stage: StageName) => (elapsed > 0 ? (counts[stage] - first.counts[stage]) / elapsed : 0)
-      const [ingest, words, index] = yield* Effect.all(
-        [lagOf(stageConsumers.ingest, now), lagOf(stageConsumers.words, now), lagOf(stageConsumers.index, now)],
-        { concurrency: 3 }
+      const [ingest, words, wordsSent, index, indexSent] = yield* Effect.all(
+        [
+          lagOf(stageConsumers.ingest, now),
+          lagOf(stageConsumers.words, now),
+          lagOf(sentMailConsumers.words, now),
+          lagOf(stageConsumers.index, now),
+          lagOf(sentMailConsumers.index, now)
+        ],
+        { concurrency: "unbounded" }
       )
       const lags: Record<StageName, Lag> = {
         accept: { pending: null, inFlight: acceptInFlight, oldestAgeSeconds: null },
         ingest,
-        words,
-        index
+        words: bothLags(words, wordsSent),
+        index: bothLags(index, indexSent)
       }
       const next = {} as Record<StageName, StageStatus>
       for (const stage of stageNames) {

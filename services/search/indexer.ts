@@ -32,7 +32,7 @@ import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { groupCommitIsolated } from "../batching.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
-import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
+import { sentMailConsumers, StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { documentOf, type DocumentRow, loadEmails, storeDocuments as storedDocuments } from "./stored-documents.ts"
 import { Vectors } from "./vectors.ts"
 import { abandonedIndexing, abandonedIndexingFromZero, queuedForEmbedding } from "./metrics.ts"
@@ -734,9 +734,7 @@ export const IndexerLive = Layer.scopedDiscard(
     // Mailroom's own mail to a person (`mail.outbound.system.<id>`) and forwarded copies of received mail
     // (`mail.outbound.forward.<email_id>`, indexed as received) travel there too: passed over.
     yield* bus.consume(measured({
-      name: "index-sent",
-      stream: "mail",
-      filter: subjects.allOutboundMail,
+      ...sentMailConsumers.index,
       concurrency,
       ackWait: Duration.seconds(20),
       retryDelay: retries.retryDelay,
@@ -745,7 +743,7 @@ export const IndexerLive = Layer.scopedDiscard(
           Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
           Effect.matchEffect({
             onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
-            onSuccess: (job) => Effect.asVoid(indexOrGiveUp(job.email_id, message))
+            onSuccess: (job) => Effect.asVoid(indexOrGiveUp(job.email_id, message)).pipe(Effect.tap(() => StageActivity.handled("index")))
           })
         )
     }))

@@ -18,13 +18,13 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { groupCommitIsolated } from "../batching.ts"
-import { Bus, type BusMessage, type ConsumerRef, decodeJson, defaultRetryDelay, subjects } from "../bus/bus.ts"
+import { Bus, type BusMessage, decodeJson, defaultRetryDelay, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { classify } from "../health/dependency-health.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
-import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
+import { sentMailConsumers, StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { documentOf, loadEmails, storeDocuments } from "./stored-documents.ts"
 
@@ -87,9 +87,6 @@ export class WordIndexer extends Effect.Service<WordIndexer>()("mailroom/WordInd
   })
 }) {}
 
-/** The words stage's consumer of sent mail's delivery jobs. */
-export const sentWordsConsumer: ConsumerRef = { name: "words-sent", stream: "mail", filter: subjects.allOutboundMail }
-
 /** The words actor: consumes `events.email.received`, and sent mail's delivery jobs, while the worker runs (see above). */
 export const WordIndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -139,7 +136,7 @@ export const WordIndexerLive = Layer.scopedDiscard(
     // them stored. Mailroom's own mail to a person and forwarded copies of received mail (indexed as
     // received) travel on the same subjects: passed over.
     yield* bus.consume(measured({
-      ...sentWordsConsumer,
+      ...sentMailConsumers.words,
       ...consumed,
       handler: (message) =>
         subjects.isSentMail(message.subject)

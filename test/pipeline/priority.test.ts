@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
-import { Bus, type BusShape } from "../../services/bus/bus.ts"
+import { Bus, type BusShape, type ConsumerLag, type ConsumerRef } from "../../services/bus/bus.ts"
 import { backgroundTurn, foregroundBusy, LOADED, loopLoad } from "../../services/pipeline/priority.ts"
 import { StageActivity, StageMonitor, StageSettings } from "../../services/pipeline/stages.ts"
 
@@ -103,5 +103,28 @@ describe("background turns", () => {
         yield* TestClock.adjust(Duration.seconds(1))
         expect(StageActivity.lagging("ingest")).toBe(false)
       }).pipe(Effect.provide(monitor))
+    }))
+
+  it.effect("the words and index stages' lag counts their consumers of sent mail too; unknown when either's is", () =>
+    Effect.gen(function*() {
+      const now = Date.now()
+      const lags: Record<string, Option.Option<ConsumerLag>> = {
+        words: Option.some({ pending: 2, inFlight: 1, oldest: new Date(now - 10_000) }),
+        "words-sent": Option.some({ pending: 3, inFlight: 0, oldest: new Date(now - 70_000) }),
+        index: Option.some({ pending: 0, inFlight: 0, oldest: undefined }),
+        "index-sent": Option.none()
+      }
+      const bus = { lag: (consumer: ConsumerRef) => Effect.succeed(lags[consumer.name] ?? Option.some({ pending: 0, inFlight: 0, oldest: undefined })) }
+      const monitor = StageMonitor.Default.pipe(
+        Layer.provide(Layer.succeed(Bus, bus as unknown as BusShape)),
+        Layer.provide(Layer.succeed(StageSettings, { lagWarning: Duration.seconds(60), interval: Duration.seconds(1), logged: [] }))
+      )
+      const status = yield* Effect.gen(function*() {
+        yield* TestClock.adjust(Duration.seconds(1))
+        return yield* (yield* StageMonitor).status
+      }).pipe(Effect.provide(monitor))
+      expect(status.words).toMatchObject({ pending: 5, inFlight: 1, lagging: true })
+      expect(status.words.oldestAgeSeconds).toBeGreaterThanOrEqual(70)
+      expect(status.index).toMatchObject({ pending: null, inFlight: null, oldestAgeSeconds: null, lagging: false })
     }))
 })

@@ -13,6 +13,7 @@ import { Context, Deferred, Duration, Effect, Layer, Option, Schedule, TestServi
 import { createHash } from "node:crypto"
 import * as DocumentReader from "../../layers/document-reader.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
+import { sentMailConsumers } from "../../services/pipeline/stages.ts"
 import { Bus, type BusMessage, type ConsumerSpec, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Embedder, EmbedderError, readsAnyText } from "../../services/search/embedder.ts"
@@ -508,7 +509,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         const bus = Context.get(context, Bus)
         const sent = (id: string) => bus.publish(subjects.outboundMail(id), encodeJson({ email_id: id, domain: "example.com" }), { msgId: `job:${id}` })
         const settled = Effect.map(
-          bus.lag({ name: "index-sent", stream: "mail", filter: subjects.allOutboundMail }),
+          bus.lag(sentMailConsumers.index),
           (lag) => Option.exists(lag, ({ inFlight, pending }) => inFlight === 0 && pending === 0)
         )
         // Sent at once: when they share the embedder's call, it is made again an email at a time, so the fine one is indexed at once.

@@ -13,12 +13,12 @@ import * as DocumentReader from "../../layers/document-reader.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, type ConsumerRef, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
-import { stageConsumers } from "../../services/pipeline/stages.ts"
+import { sentMailConsumers, stageConsumers } from "../../services/pipeline/stages.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { documentOf, loadEmails, storeDocuments } from "../../services/search/stored-documents.ts"
 import { Vectors } from "../../services/search/vectors.ts"
-import { sentWordsConsumer, WordIndexer, WordIndexerLive, WordRetries } from "../../services/search/word-indexer.ts"
+import { WordIndexer, WordIndexerLive, WordRetries } from "../../services/search/word-indexer.ts"
 import { testDatabase } from "../support/database.ts"
 import { rankerAndIndexer } from "../support/search-services.ts"
 
@@ -153,7 +153,7 @@ layer(testDatabase, { timeout: "60 seconds" })("The words stage", (it) => {
         const sent = (id: string, subject = subjects.outboundMail(id)) =>
           bus.publish(subject, encodeJson({ email_id: id, domain: "example.com" }), { msgId: `${subject}:example.com` })
         const idle = (consumer: ConsumerRef) => Effect.map(bus.lag(consumer), (lag) => Option.exists(lag, (l) => l.pending === 0 && l.inFlight === 0))
-        const settled = Effect.zipWith(idle(stageConsumers.words), idle(sentWordsConsumer), (a, b) => a && b)
+        const settled = Effect.zipWith(idle(stageConsumers.words), idle(sentMailConsumers.words), (a, b) => a && b)
         yield* bus.publish(subjects.event("email.received"), new TextEncoder().encode("not json"), { msgId: "malformed" })
         yield* Effect.all([received("eml_a1"), received("eml_a2")], { concurrency: "unbounded" })
         yield* until(Effect.zipWith(documented("eml_a1"), settled, (a, b) => a && b))
