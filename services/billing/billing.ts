@@ -113,6 +113,13 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
           WHERE user_id = ${userId} AND period_start = ${periodStart}`
     })
 
+    /** Today's counters (the UTC day `day`, YYYY-MM-DD), which the daily limits hold; none before anything was counted. */
+    const dailyRow = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, day: Schema.String }),
+      Result: Schema.Struct({ emails: Schema.NumberFromString, sent: Schema.NumberFromString }),
+      execute: ({ day, userId }) => sql`SELECT emails, sent FROM mail_daily_counters WHERE user_id = ${userId} AND day = ${day}::date`
+    })
+
     /** The bytes the account stores; none before it stored any. */
     const storageRow = SqlSchema.findOne({
       Request: Schema.String,
@@ -132,6 +139,10 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         )
       )
       const storage = yield* storageRow(userId).pipe(Effect.catchTag("ParseError", Effect.die))
+      // The day the inbound and send limits count in (inbound.ts utcDay), and when the next one starts.
+      const now = new Date()
+      const dayEnd = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
+      const today = yield* dailyRow({ userId, day: now.toISOString().slice(0, 10) }).pipe(Effect.catchTag("ParseError", Effect.die))
       const plan = limits[row.plan]
       return {
         emailsUsed: Option.match(counters, { onNone: () => 0, onSome: (counted) => counted.emails }),
@@ -141,7 +152,13 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         storageUsed: Option.match(storage, { onNone: () => 0, onSome: (stored) => stored.bytes }),
         storageLimit: reportLimit(plan.storageBytes),
         emailsSent: Option.match(counters, { onNone: () => 0, onSome: (counted) => counted.emailsSent }),
-        emailsSentLimit: reportLimit(plan.sendsPerMonth)
+        emailsSentLimit: reportLimit(plan.sendsPerMonth),
+        periodEnd: row.currentPeriodEnd.toISOString(),
+        emailsToday: Option.match(today, { onNone: () => 0, onSome: (counted) => counted.emails }),
+        emailsDailyLimit: plan.emailsPerDay,
+        emailsSentToday: Option.match(today, { onNone: () => 0, onSome: (counted) => counted.sent }),
+        emailsSentDailyLimit: plan.sendsPerDay,
+        dayEnd: dayEnd.toISOString()
       } satisfies Usage
     })
 

@@ -153,9 +153,27 @@ describe("billing, read side", () => {
     const user = await signUp(server.url)
     const reply = await withToken(server.url, user).GET("/v1/billing/usage")
     expect(reply.response.status).toBe(200)
+    const subscription = await withToken(server.url, user).GET("/v1/billing/subscription")
+    const now = new Date()
     expect(reply.data).toEqual({
       success: true,
-      data: { emailsUsed: 0, emailsLimit: 100, searchesUsed: 0, searchesLimit: 100, storageUsed: 0, storageLimit: 1073741824, emailsSent: 0, emailsSentLimit: 100 }
+      data: {
+        emailsUsed: 0,
+        emailsLimit: 100,
+        searchesUsed: 0,
+        searchesLimit: 100,
+        storageUsed: 0,
+        storageLimit: 1073741824,
+        emailsSent: 0,
+        emailsSentLimit: 100,
+        // When the period's counts start again, and the day's (the next midnight UTC).
+        periodEnd: subscription.data?.data.currentPeriodEnd,
+        emailsToday: 0,
+        emailsDailyLimit: 100,
+        emailsSentToday: 0,
+        emailsSentDailyLimit: 100,
+        dayEnd: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1)).toISOString()
+      }
     })
   })
 

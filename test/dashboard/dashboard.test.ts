@@ -6,7 +6,7 @@
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import type { Browser, Page, Request } from "playwright-core"
+import type { Browser, Locator, Page, Request } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, closeDashboardSuite, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { takeRefusedRequest } from "../support/session-api.ts"
@@ -15,6 +15,7 @@ import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
+import { connectSmtp, type SmtpSession } from "../support/smtp-client.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { totpAt } from "../../services/accounts/totp.ts"
 import { eventKinds } from "../../services/webhooks/schemas.ts"
@@ -182,7 +183,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs more.
     await page.getByRole("link", { name: "Billing" }).click()
     await page.getByRole("heading", { name: "Plan: Free" }).waitFor()
-    await expect(page.getByRole("progressbar", { name: "Emails received" }).getAttribute("max")).resolves.toMatch(/^\d+$/)
+    await expect(page.getByRole("progressbar", { name: "Emails received", exact: true }).getAttribute("max")).resolves.toMatch(/^\d+$/)
     await page.getByRole("button", { name: "Upgrade to Pro" }).click()
     await page.getByRole("button", { name: "Confirm and pay" }).click()
     await page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
@@ -859,5 +860,114 @@ describe.skipIf(!runnable)("the dashboard", () => {
       "Signed in"
     ])
     expect(watched.problems).toEqual([])
+  })
+
+  describe("a free account near and at its limit of received mail", () => {
+    // An account of its own, on the free plan (100 emails a period, 100 a day), with its three mailboxes:
+    // each message to all three is three emails of it, so 34 messages over SMTP reach the 100.
+    let boxes: Array<Box> = []
+    let limited: WatchedPage
+    let smtp: SmtpSession
+    const SENDER = "sender@example.com"
+
+    /** One message to `recipients`, each accepted, over the suite's open SMTP session. */
+    const deliver = async (recipients: ReadonlyArray<string>, subject: string) => {
+      expect((await smtp.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+      for (const to of recipients) expect({ to, reply: (await smtp.command(`RCPT TO:<${to}>`)).code }).toEqual({ to, reply: 250 })
+      const message = `From: <${SENDER}>\r\nTo: <${recipients[0]}>\r\nSubject: ${subject}\r\nMessage-ID: <${fresh("limit")}@example.com>\r\n` +
+        `Date: ${new Date().toUTCString()}\r\n\r\nBody of ${subject}.\r\n`
+      expect((await smtp.data(message)).code).toBe(250)
+    }
+    /** What `locator` says, its spaces as a reader hears them (the page's line breaks are layout). */
+    const said = async (locator: Locator) => (await locator.textContent())!.replace(/\s+/g, " ").trim()
+    const usageNow = async () => (await withKey(server.url, boxes[0]!.user).GET("/v1/billing/usage")).data!.data
+    /** A moment as the page says it (its own locale and zone). */
+    const shown = (iso: string) =>
+      limited.page.evaluate((iso) => new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" }), iso)
+    /** The billing page, opened from another (its numbers read anew), as a person goes there. */
+    const openBilling = async () => {
+      await limited.page.getByRole("link", { name: "Mailboxes" }).click()
+      await limited.page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+      await limited.page.getByRole("link", { name: "Billing" }).click()
+      await limited.page.getByRole("heading", { name: "Plan: Free" }).waitFor()
+      await limited.page.getByRole("progressbar", { name: "Emails received today" }).waitFor()
+    }
+
+    beforeAll(async () => {
+      const first = await newBox(server.url)
+      boxes = [first, await newBox(server.url, { user: first.user }), await newBox(server.url, { user: first.user })]
+      smtp = await connectSmtp(server.smtpPort)
+      expect((await smtp.command("EHLO client.test")).code).toBe(250)
+      // A page of its own, signed in as the account's person.
+      limited = await openPage(browser, server.url)
+      await limited.page.goto("/")
+      await limited.page.getByLabel("Email").fill(first.user.email)
+      await limited.page.getByLabel("Password").fill(first.user.password)
+      await limited.page.getByRole("button", { name: "Sign in" }).click()
+      await limited.page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    })
+
+    afterAll(async () => {
+      await smtp?.close()
+      await limited?.page.context().close()
+    })
+
+    it("at 81 of 100 emails warns what 100 will refuse and until when, with the upgrade", async () => {
+      for (let i = 0; i < 27; i++) await deliver(boxes.map((b) => b.address), `Near ${i}`)
+      const usage = await usageNow()
+      expect(usage).toMatchObject({ emailsUsed: 81, emailsLimit: 100, emailsToday: 81, emailsDailyLimit: 100 })
+      await openBilling()
+      const refused = "mail sent to any of your mailboxes (delivery reports on mail you sent aside) is refused"
+      const period = limited.page.locator(`[data-limit="received-period"]`)
+      await expect(said(period)).resolves.toBe(
+        `Nearly at the limit: emails received, 81 of 100 (81%). At 100, ${refused} until this billing period ends, ${await shown(usage.periodEnd)}.` +
+          " Upgrading lifts it at once: Upgrade to Pro now"
+      )
+      await expect(said(limited.page.locator(`[data-limit="received-day"]`))).resolves.toBe(
+        `Nearly at the limit: emails received today, 81 of 100 (81%). At 100, ${refused} until the day ends at midnight UTC, ${await shown(usage.dayEnd)}.` +
+          " Upgrading lifts it at once: Upgrade to Pro now"
+      )
+      // Nothing else is near: no other warning, and nothing refused yet.
+      await expect(limited.page.locator("[data-limit]").count()).resolves.toBe(2)
+      await expect(limited.page.getByRole("alert").count()).resolves.toBe(0)
+      expect(limited.problems).toEqual([])
+    }, 60_000)
+
+    it("at 100 of 100 says mail is refused (552 5.2.2, as SMTP answers) until the period ends, with the upgrade", async () => {
+      for (let i = 0; i < 6; i++) await deliver(boxes.map((b) => b.address), `More ${i}`)
+      await deliver([boxes[0]!.address], "The hundredth")
+      // What the page will say, as the server does it: every mailbox of the account is refused, for good.
+      expect((await smtp.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+      for (const box of boxes) {
+        const reply = await smtp.command(`RCPT TO:<${box.address}>`)
+        expect({ code: reply.code, enhanced: reply.text.split(" ")[0] }, reply.text).toEqual({ code: 552, enhanced: "5.2.2" })
+      }
+      expect((await smtp.command("RSET")).code).toBe(250)
+      const usage = await usageNow()
+      expect(usage).toMatchObject({ emailsUsed: 100, emailsToday: 100 })
+
+      await openBilling()
+      const alert = limited.page.getByRole("alert")
+      await alert.waitFor()
+      await expect(said(alert)).resolves.toBe(
+        "Limit reached: emails received, 100 of 100. Mail sent to any of your mailboxes (delivery reports on mail you sent aside) is refused" +
+          ` until this billing period ends, ${await shown(usage.periodEnd)}. Sending servers are answered 552 5.2.2, a permanent refusal:` +
+          " they do not try again, and return the mail to its sender as undelivered. Upgrading lifts it at once: Upgrade to Pro now"
+      )
+      await expect(alert.getAttribute("data-limit")).resolves.toBe("received-period")
+      // The day's 100 are reached too, but the period's refusal is the one SMTP gives: the day's bar says nothing more.
+      await expect(limited.page.locator(`[data-limit="received-day"]`).count()).resolves.toBe(0)
+      await expect(limited.page.getByRole("progressbar", { name: "Emails received today" }).getAttribute("value")).resolves.toBe("100")
+      await expect(limited.page.locator("[data-limit]").count()).resolves.toBe(1)
+
+      // And as it says, upgrading lifts it at once: pro starts a period of its own, and mail is taken again.
+      await alert.getByRole("button", { name: "Upgrade to Pro now" }).click()
+      await limited.page.getByRole("button", { name: "Confirm and pay" }).click()
+      await limited.page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
+      await expect.poll(() => limited.page.getByRole("progressbar", { name: "Emails received today" }).getAttribute("max")).toBe("10000")
+      await expect(limited.page.locator("[data-limit]").count()).resolves.toBe(0)
+      await deliver(boxes.map((b) => b.address), "After the upgrade")
+      expect(limited.problems).toEqual([])
+    }, 60_000)
   })
 })

@@ -6275,13 +6275,25 @@ export interface components {
             url?: string;
         };
         Usage: {
+            /** @description Timestamp: when today's counts start again (the next midnight UTC) */
+            dayEnd: string;
+            /** @description Maximum emails received per UTC day */
+            emailsDailyLimit: number;
             /** @description -1 means unlimited */
             emailsLimit: number;
             /** @description Emails sent this period */
             emailsSent: number;
+            /** @description Maximum emails sent per UTC day */
+            emailsSentDailyLimit: number;
             /** @description Maximum emails sent per period; -1 means unlimited */
             emailsSentLimit: number;
+            /** @description Emails sent today (the UTC day) */
+            emailsSentToday: number;
+            /** @description Emails received today (the UTC day) */
+            emailsToday: number;
             emailsUsed: number;
+            /** @description Timestamp: when this billing period ends, and with it the counts of emails received, emails sent and searches */
+            periodEnd: string;
             /** @description -1 means unlimited */
             searchesLimit: number;
             searchesUsed: number;
