@@ -119,12 +119,14 @@ export default defineConfig({
     pool: "forks",
     // The suites that take a minute first, so that none is left running alone at the end (sequencer.ts).
     sequence: { sequencer: LongestFirst },
-    // A worker runs its files one after another in one module graph instead of importing effect, the
-    // services and the support code again for each (~75 s of a 12-minute embedded run, now ~20 s).
-    // Each suite makes its own servers, databases and streams; one that came to depend on module state
-    // another file left behind would fail only in this mode: `isolate: true` tells the two apart.
-    // The workers run with the flags of the Mailroom processes the suites start: their in-process
-    // PGlites' WebAssembly unoptimised (test/support/process.ts `SUITE_NODE_FLAGS` says why).
-    poolOptions: { forks: { isolate: false, execArgv: [...SUITE_NODE_FLAGS] } }
+    // Each file in a module graph of its own (isolate), though importing effect, the services and the
+    // support code again for each costs ~55 s of CPU a run: with one graph shared by a worker's files,
+    // a file's tests sometimes found @effect/vitest's TestClock replaced by the live clock
+    // ("testClock.adjust is not a function", "Not a valid effect: undefined"), after some other file
+    // had run in that worker (CI: sessions 90 and 92, embedded and PostgreSQL + NATS; which file, and
+    // what it leaves behind, not found). The workers run with the flags of the Mailroom processes the
+    // suites start: their in-process PGlites' WebAssembly unoptimised (test/support/process.ts
+    // `SUITE_NODE_FLAGS` says why).
+    poolOptions: { forks: { isolate: true, execArgv: [...SUITE_NODE_FLAGS] } }
   }
 })
