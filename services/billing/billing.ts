@@ -5,10 +5,8 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
-import { Principals } from "../accounts/principals.ts"
-import { RecipientDirectory } from "../mail/directory.ts"
-import { WebhookSubscriptions } from "../webhooks/subscriptions.ts"
 import { NotFound } from "../errors.ts"
+import { makePlanChanged } from "../plans/plan-caches.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
 import { SearchCounts } from "./search-counts.ts"
@@ -47,16 +45,8 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const searchCounts = yield* SearchCounts
-    const principals = yield* Principals
-    const directory = yield* RecipientDirectory
-    const subscriptions = yield* WebhookSubscriptions
-
-    /**
-     * A plan decides what keys may do, what mail is taken and which webhooks are delivered to: the
-     * three caches forget the user, on every node.
-     */
-    const planChanged = (userId: string) =>
-      Effect.all([principals.changed(userId), directory.changed(userId), subscriptions.changed(userId)], { discard: true })
+    /** Every cache a plan decides forgets the user, on every node (plans/plan-caches.ts). */
+    const planChanged = yield* makePlanChanged
 
     /** Every new account starts on an active free plan for the current calendar month. */
     const openFreeSubscription = Effect.fn("Billing.openFreeSubscription")(function*(userId: string) {

@@ -13,14 +13,12 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { ACTIVITY_RETENTION_DAYS } from "../accounts/activity.ts"
-import { Principals } from "../accounts/principals.ts"
 import { REFRESH_TOKEN_SECONDS } from "../accounts/tokens.ts"
-import { RecipientDirectory } from "../mail/directory.ts"
 import { MAX_STATS_DAYS } from "../mail/schemas.ts"
 import { ADDRESS_HOLD } from "../mailboxes/mailboxes.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import { WebhookSubscriptions } from "../webhooks/subscriptions.ts"
+import { makePlanChanged } from "../plans/plan-caches.ts"
 
 /** Ended sessions are kept a week (for support questions), then removed. */
 const SESSION_RETENTION = "7 days"
@@ -66,9 +64,7 @@ const purgeDeletedMailboxes = (sql: SqlClient.SqlClient) =>
 /** One pass; answers how many rows of each kind it removed. */
 export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const principals = yield* Principals
-  const directory = yield* RecipientDirectory
-  const subscriptions = yield* WebhookSubscriptions
+  const planChanged = yield* makePlanChanged
   const sessions = yield* sql`
     DELETE FROM sessions
     WHERE coalesce(revoked_at, refresh_expires_at) < now() - ${SESSION_RETENTION}::interval`.raw
@@ -101,12 +97,8 @@ export const sweep = Effect.gen(function*() {
       OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))
     RETURNING user_id`
   // Their keys and sessions now act on the free plan, their mail is taken as free mail, and their
-  // webhooks are delivered to as free allows (webhooks/subscriptions.ts), on every node.
-  yield* Effect.forEach(
-    lapsed,
-    (row) => Effect.all([principals.changed(row.userId), directory.changed(row.userId), subscriptions.changed(row.userId)], { discard: true }),
-    { discard: true }
-  )
+  // webhooks are delivered to as free allows, on every node (plans/plan-caches.ts).
+  yield* Effect.forEach(lapsed, (row) => planChanged(row.userId), { discard: true })
   // What deleted mail counted is asked for over at most MAX_STATS_DAYS (mail/stats.ts).
   const deletedMailCounts = yield* sql`
     DELETE FROM deleted_mail_counts WHERE day < (now() AT TIME ZONE 'UTC')::date - ${MAX_STATS_DAYS}::int`.raw

@@ -10,7 +10,7 @@
  * The plan's limit holds here too (`withinPlan`): an account with more active endpoints than its plan
  * allows (back on free after a paid plan ended) is delivered to by its oldest ones only. It is worked
  * out from the plan and the rows as they are read, nothing stored, so the plan is part of each entry:
- * a plan change goes through `changed(userId)` as well (billing/billing.ts, maintenance/housekeeping.ts).
+ * a plan change goes through `changed(userId)` as well (plans/plan-caches.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
