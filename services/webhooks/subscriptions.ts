@@ -31,6 +31,35 @@ export const withinPlan = <A>(plan: Plan, activeOldestFirst: ReadonlyArray<A>): 
     : { delivered: activeOldestFirst.slice(0, limit), held: activeOldestFirst.slice(limit) }
 }
 
+/** An active endpoint as `activeWithinPlan` reads it. */
+interface ActiveEndpoint {
+  readonly id: string
+  readonly events: ReadonlyArray<string>
+  readonly mailboxIds: ReadonlyArray<string> | null
+  readonly labels: ReadonlyArray<string> | null
+}
+
+/**
+ * The active endpoints of each of `userIds` (in their order), read in one statement with the account's
+ * plan, and split by it (`withinPlan`): those delivered to and those held back. What the webhook actor
+ * delivers to (here) and what every answer about webhooks calls held back (webhooks.ts `held_by_plan`)
+ * are both read so.
+ */
+export const activeWithinPlan = (sql: SqlClient.SqlClient, userIds: ReadonlyArray<string>) =>
+  sql<ActiveEndpoint & { readonly userId: string; readonly plan: Plan | null }>`
+    SELECT w.user_id, w.id, w.events, w.mailbox_ids, w.labels, s.plan
+    FROM webhooks w LEFT JOIN subscriptions s ON s.user_id = w.user_id
+    WHERE w.active AND w.user_id = ANY(${[...new Set(userIds)]}::text[])
+    ORDER BY w.created_at, w.id`.pipe(
+    Effect.map((rows) =>
+      userIds.map((userId) => {
+        const active = rows.filter((row) => row.userId === userId)
+        // Every account has its subscription row; one without would be on free.
+        return { userId, ...withinPlan(active[0]?.plan ?? "free", active) }
+      })
+    )
+  )
+
 interface Subscribed {
   readonly userId: string
   /**
@@ -54,31 +83,18 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
 
     /**
      * The active endpoints of each account asked for at once, in one statement (a burst of events),
-     * oldest first with the account's plan, and of them those the plan lets deliver.
+     * and of them those the plan lets deliver.
      */
     const lookup = yield* groupCommit({
       maxBatch: 64,
       parallel: 2,
       run: (userIds: ReadonlyArray<string>) =>
-        sql<{
-          userId: string
-          id: string
-          events: ReadonlyArray<string>
-          mailboxIds: ReadonlyArray<string> | null
-          labels: ReadonlyArray<string> | null
-          plan: Plan | null
-        }>`
-          SELECT w.user_id, w.id, w.events, w.mailbox_ids, w.labels, s.plan
-          FROM webhooks w LEFT JOIN subscriptions s ON s.user_id = w.user_id
-          WHERE w.active AND w.user_id = ANY(${[...new Set(userIds)]}::text[])
-          ORDER BY w.created_at, w.id`.pipe(
-          Effect.map((rows) =>
-            userIds.map((userId): Subscribed => {
-              const active = rows.filter((row) => row.userId === userId)
-              // Every account has its subscription row; one without would be on free.
-              const { delivered } = withinPlan(active[0]?.plan ?? "free", active)
-              return { userId, endpoints: delivered.map(({ events, id, labels, mailboxIds }) => ({ id, events, mailboxIds, labels })) }
-            })
+        activeWithinPlan(sql, userIds).pipe(
+          Effect.map((accounts) =>
+            accounts.map(({ delivered, userId }): Subscribed => ({
+              userId,
+              endpoints: delivered.map(({ events, id, labels, mailboxIds }) => ({ id, events, mailboxIds, labels }))
+            }))
           )
         )
     })

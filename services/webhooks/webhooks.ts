@@ -45,7 +45,7 @@ import type {
   WebhookSortField
 } from "./schemas.ts"
 import { generateSecret, maskSecret } from "./signatures.ts"
-import { WebhookSubscriptions, withinPlan } from "./subscriptions.ts"
+import { activeWithinPlan, WebhookSubscriptions } from "./subscriptions.ts"
 import { type TargetRefused, WebhookTargets } from "./targets.ts"
 
 
@@ -203,17 +203,9 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         ? Effect.succeed(mailboxIds)
         : ownedMailboxes(sql, userId, mailboxIds, "mailbox_ids")
 
-    /** The account's active webhooks its plan holds back from deliveries now, as the webhook actor does (`withinPlan`). */
+    /** The account's active webhooks its plan holds back from deliveries now, read as the webhook actor reads them (`activeWithinPlan`). */
     const heldByPlan = (userId: string) =>
-      Effect.gen(function*() {
-        const subscribed = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId}`
-        // Every account has its subscription row; one without would be on free.
-        const plan = subscribed[0]?.plan ?? "free"
-        if (limits[plan].webhooks === null) return new Set<string>()
-        const active = yield* sql<{ id: string }>`
-          SELECT id FROM webhooks WHERE user_id = ${userId} AND active ORDER BY created_at, id`
-        return new Set(withinPlan(plan, active).held.map(({ id }) => id))
-      })
+      Effect.map(activeWithinPlan(sql, [userId]), (accounts) => new Set(accounts.flatMap(({ held }) => held.map(({ id }) => id))))
 
     const find = (userId: string, webhookId: string) =>
       sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(
