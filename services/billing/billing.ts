@@ -4,7 +4,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { NotFound } from "../errors.ts"
 import { makePlanChanged } from "../plans/plan-caches.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
@@ -129,8 +129,9 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         )
       )
       const storage = yield* storageRow(userId).pipe(Effect.catchTag("ParseError", Effect.die))
-      // The day the inbound and send limits count in (inbound.ts utcDay), and when the next one starts.
-      const now = new Date()
+      // The day the inbound and send limits count in (inbound.ts utcDay), and when the next one starts,
+      // by Effect's clock, as the services around it tell the time.
+      const now = new Date(yield* Clock.currentTimeMillis)
       const dayEnd = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
       const today = yield* dailyRow({ userId, day: now.toISOString().slice(0, 10) }).pipe(Effect.catchTag("ParseError", Effect.die))
       const plan = limits[row.plan]
