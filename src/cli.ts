@@ -222,6 +222,8 @@ const showUsage = (args: ReadonlyArray<string>) =>
         `${user.email} (${user.id})`,
         `plan:      ${subscription.plan} (${subscription.status}), period ${subscription.currentPeriodStart} to ${subscription.currentPeriodEnd}`,
         `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} this period; ${counts.emails} stored`,
+        `today:     ${formatLimit(used.emailsToday, used.emailsDailyLimit)} emails received, ` +
+        `${formatLimit(used.emailsSentToday, used.emailsSentDailyLimit)} sent (the UTC day, until ${used.dayEnd})`,
         `searches:  ${formatLimit(used.searchesUsed, used.searchesLimit)} this period`,
         `storage:   ${formatLimit(used.storageUsed, used.storageLimit)} bytes`,
         `mailboxes: ${counts.mailboxes} active`,

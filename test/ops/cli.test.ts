@@ -205,10 +205,14 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
     expect(await server.stop()).toBe(0)
     server = undefined
 
+    const asked = new Date()
     const usage = await mailroom(["usage", email])
     expect(usage.code).toBe(0)
     expect(usage.stdout).toContain("plan:      enterprise (active)")
     expect(usage.stdout).toContain("emails:    1 of unlimited this period; 1 stored")
+    // Today's counts against enterprise's daily limits, as the usage route answers them, and when they start again.
+    const dayEnd = new Date(Date.UTC(asked.getUTCFullYear(), asked.getUTCMonth(), asked.getUTCDate() + 1)).toISOString()
+    expect(usage.stdout).toContain(`today:     1 of 100000 emails received, 0 of 100000 sent (the UTC day, until ${dayEnd})`)
     expect(usage.stdout).toContain("api keys:  1 active")
 
     const revoked = await mailroom(["keys", "revoke", keyId])
