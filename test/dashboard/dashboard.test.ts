@@ -912,6 +912,34 @@ describe.skipIf(!runnable)("the dashboard", () => {
       await limited?.page.context().close()
     })
 
+    it("storage nearly full warns that what would not fit is refused before 100%: sends and drafts, and received mail of a declared size", async () => {
+      // 896 MB of the free plan's 1 GB stored (87.5%): the usage answer as the server gives it but for its
+      // storage, for the account's mail takes seconds a message to store and filling 80% would take long.
+      // That the server refuses so is test/domain/sending.test.ts (a send's copy, a draft: 403
+      // STORAGE_QUOTA) and recipient-directory.test.ts (a declared size that would not fit: 452 4.2.2).
+      const usage = await usageNow()
+      expect(usage).toMatchObject({ storageLimit: 1024 ** 3, emailsUsed: 0 })
+      await limited.page.route("**/api/billing/usage", async (route) => {
+        const response = await route.fetch()
+        const answer = await response.json()
+        await route.fulfill({ response, json: { ...answer, data: { ...answer.data, storageUsed: 896 * 1024 ** 2 } } })
+      })
+      try {
+        await openBilling()
+        await expect(said(limited.page.locator(`[data-limit="storage"]`))).resolves.toBe(
+          "Nearly at the limit: storage, 896 MB of 1 GB (87%). At 1 GB, mail sent to any of your mailboxes (delivery reports on" +
+            " mail you sent aside) is refused, and so are sends and new drafts (their copies are stored too) until deleted mail," +
+            " drafts or mailboxes make room. Before then, a send or a draft whose stored copy would not fit in what is left is" +
+            " refused already (403 STORAGE_QUOTA; SMTP submission 552 5.2.2), and so is received mail whose sending server" +
+            " announces a size that would not fit (452 4.2.2). Upgrading lifts it at once: Upgrade to Pro now"
+        )
+        await expect(limited.page.locator("[data-limit]").count()).resolves.toBe(1)
+      } finally {
+        await limited.page.unroute("**/api/billing/usage")
+      }
+      expect(limited.problems).toEqual([])
+    }, 60_000)
+
     it("at 81 of 100 emails warns what 100 will refuse and until when, with the upgrade", async () => {
       for (let i = 0; i < 27; i++) await deliver(boxes.map((b) => b.address), `Near ${i}`)
       const usage = await usageNow()

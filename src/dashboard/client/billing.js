@@ -26,7 +26,7 @@ const moment = (iso) => new Date(iso).toLocaleString([], { dateStyle: "medium", 
 
 /**
  * @typedef {{ id: string, label: string, used: number, limit: number, format?: (n: number) => string,
- *   refused: string, told: string, until?: string, because?: string, shadowed?: boolean }} Limit
+ *   refused: string, told: string, until?: string, because?: string, shadowed?: boolean, before?: string }} Limit
  */
 
 /**
@@ -34,7 +34,10 @@ const moment = (iso) => new Date(iso).toLocaleString([], { dateStyle: "medium", 
  * the server does it: services/mail/inbound.ts and refusals.ts for received mail, outbound/send.ts and
  * submission.ts for sends, search/search.ts for searches) and when it starts counting again. The
  * period's limit of received mail (or sends) is judged before the day's, as the server judges them: the
- * day's says nothing while the period's is reached (`shadowed`), its refusal being the period's.
+ * day's says nothing while the period's is reached (`shadowed`), its refusal being the period's. Storage
+ * is judged against what a message would add where its size is known (`before`): a send's or a draft's
+ * copy (outbound/send.ts, drafts.ts), received mail whose sender declares its size at MAIL FROM
+ * (inbound.ts `admit`); other received mail is refused only once storage is full.
  * @param {any} usage
  * @returns {Array<Limit>}
  */
@@ -100,8 +103,10 @@ const limitsOf = (usage) => {
       limit: usage.storageLimit,
       format: size,
       refused: `${inbound}, and so are sends and new drafts (their copies are stored too)`,
-      told: "Sending servers are answered 452 4.2.2 (mailbox full) and keep trying for a while; the API answers 403 STORAGE_QUOTA.",
-      because: "until deleted mail, drafts or mailboxes make room"
+      told: "Sending servers are answered 452 4.2.2 (mailbox full) and keep trying for a while; the API answers 403 STORAGE_QUOTA, SMTP submission 552 5.2.2.",
+      because: "until deleted mail, drafts or mailboxes make room",
+      before: "Before then, a send or a draft whose stored copy would not fit in what is left is refused already (403 STORAGE_QUOTA; " +
+        "SMTP submission 552 5.2.2), and so is received mail whose sending server announces a size that would not fit (452 4.2.2)."
     }
   ]
 }
@@ -126,7 +131,7 @@ const Meter = ({ item, upgrade }) => {
           ${" "}${item.refused} ${until}. ${item.told}${offer}</p>`}
       ${near && html`
         <p class="notice" data-limit=${item.id}><span>Nearly at the limit: ${label.toLowerCase()}, ${format(used)} of ${format(limit)} (${Math.floor((used / limit) * 100)}%).
-          At ${format(limit)}, ${item.refused.charAt(0).toLowerCase()}${item.refused.slice(1)} ${until}.${offer}</span></p>`}
+          At ${format(limit)}, ${item.refused.charAt(0).toLowerCase()}${item.refused.slice(1)} ${until}.${item.before && ` ${item.before}`}${offer}</span></p>`}
     </div>
   `
 }
