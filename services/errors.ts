@@ -376,6 +376,20 @@ export class SearchQuotaReached extends Schema.TaggedError<SearchQuotaReached>()
   })
 ) {}
 
+/**
+ * 400 RANKING_EXPIRED (a Mailroom extension): a search's `ranking` token is unknown to the account:
+ * expired (held 10 minutes after its last use), never made, or another account's.
+ */
+export class RankingExpired extends Schema.TaggedError<RankingExpired>()(
+  ...failure("RankingExpired", {
+    status: 400,
+    code: "RANKING_EXPIRED",
+    description: "RANKING_EXPIRED: the search's ranking token is expired or unknown (a held ranking lasts held_for_seconds after " +
+      "its last use): search again without it, from the first page, for a new ranking; details: ranking (a message), held_for_seconds",
+    details: { ranking: Schema.String, held_for_seconds: Schema.Number }
+  })
+) {}
+
 // ---------------------------------------------------------------------------------------------
 // Domains, billing
 
@@ -622,6 +636,7 @@ export type ApiError =
   | DomainQuotaReached
   | WebhookQuotaReached
   | SearchQuotaReached
+  | RankingExpired
   | VerificationFailed
   | DomainHasMailboxes
   | InvalidSignature

@@ -3,7 +3,7 @@
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
  * refers to any more (a message refused with 451 after its bytes were written, a deleted email's),
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
- * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
+ * run for 90 days, searches' held rankings once expired, events older than the event log keeps, event-stream slots of dead nodes, holds on
  * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired mailed
  * links (a new password, a new email), refresh tokens exchanged longer ago than one lives, unsubscribe links of mail sent a year ago, account activity
  * older than 90 days; and
@@ -82,6 +82,8 @@ export const sweep = Effect.gen(function*() {
   const deletedEmails = yield* sql`DELETE FROM deleted_emails WHERE deleted_at < now() - ${ORPHAN_BLOB_AGE}::interval`.raw
   const searchQueries = yield* sql`
     DELETE FROM search_queries WHERE last_used_at < now() - ${SEARCH_QUERY_RETENTION}::interval`.raw
+  // A search's held ranking (search/held-rankings.ts) is refused once it has expired.
+  const searchRankings = yield* sql`DELETE FROM search_rankings WHERE expires_at < now()`.raw
   // Stripe redelivers an event for 3 days at most: a month of ids is plenty to apply each once.
   const billingEvents = yield* sql`
     DELETE FROM billing_events WHERE received_at < now() - ${BILLING_EVENT_RETENTION}::interval`.raw
@@ -140,6 +142,7 @@ export const sweep = Effect.gen(function*() {
     deletedEmails: count(deletedEmails),
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
+    searchRankings: count(searchRankings),
     releasedAddresses: count(releasedAddresses),
     deletedMailboxes: count(deletedMailboxes),
     deletedMailCounts: count(deletedMailCounts),

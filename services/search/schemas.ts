@@ -11,6 +11,10 @@ import { rule } from "../schema-rules.ts"
 /** How deep pages reach: past this offset (and a page), a search has no more results to give. */
 export const MAX_OFFSET = 300
 export const MAX_QUERY_CHARS = 1_000
+/** How long a held ranking (`meta.ranking`) lasts after its last use, in seconds. */
+export const RANKING_HELD_SECONDS = 600
+/** A ranking token as made (held-rankings.ts): "rnk_" and 24 characters; anything longer is no token. */
+const MAX_RANKING_CHARS = 64
 
 export const SearchMode = Schema.Literal("hybrid", "text", "vector")
 export type SearchMode = typeof SearchMode.Type
@@ -38,6 +42,17 @@ export const SearchInput = Schema.Struct({
   received_before: Schema.optional(ReceivedBound).annotations({ description: `Mailroom extension: only ${RECEIVED_BEFORE}` }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
+  }),
+  ranking: Schema.optional(
+    Schema.String.annotations({ message: () => "must be a string: a previous answer's meta.ranking" }).pipe(
+      rule((value) => value.length > 0 || "must not be empty"),
+      maxCharacters(MAX_RANKING_CHARS, "is not a ranking token: pass back a previous answer's meta.ranking")
+    )
+  ).annotations({
+    description: "Mailroom extension: a previous page's `meta.ranking`, with the same query and filters: this page is read from " +
+      `that answer's ranking, held ${RANKING_HELD_SECONDS / 60} minutes after its last use, instead of ranking again, so that ` +
+      "pages neither repeat nor skip an email while mail is indexed meanwhile (emails deleted since are left out). " +
+      "400 RANKING_EXPIRED once it is gone"
   }),
   min_score: Schema.optional(
     Schema.Number.pipe(Schema.between(0, 1, { message: () => "must be a number from 0 to 1" }))
@@ -76,7 +91,11 @@ export const SearchMeta = Schema.Struct({
   page: Schema.Number,
   limit: Schema.Number,
   total: Schema.Number,
-  hasMore: Schema.Boolean
+  hasMore: Schema.Boolean,
+  ranking: Schema.optional(Schema.String).annotations({
+    description: "Mailroom extension: when there are more pages (or one was asked for with it), the token of this answer's " +
+      "ranking: pass it back as `ranking`, with the same query and filters, to read the next pages from the same ranking"
+  })
 }).annotations({ identifier: "SearchMeta" })
 export type SearchMeta = typeof SearchMeta.Type
 

@@ -7,7 +7,9 @@
  * namespace and never mail of a deleted mailbox.
  *
  * Each query is ranked by words and by meaning together (ranker.ts), and pages through that one
- * ranking, so pages never overlap or skip while the mail stays the same.
+ * ranking, so pages never overlap or skip while the mail stays the same. While it changes (mail
+ * indexed between two pages), a later page asked with the first's `meta.ranking` is read from the
+ * ranking that page held (held-rankings.ts), not from a new one.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Option } from "effect"
@@ -28,7 +30,9 @@ import { RateLeases } from "../ratelimit/leases.ts"
 import { escapeLike } from "../like.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
+import { newId } from "../accounts/tokens.ts"
 import { searchableText } from "./documents.ts"
+import { type HeldRanking, heldFor, searchDigest, takeHeld } from "./held-rankings.ts"
 import { DEFAULT_RANKING, Ranker } from "./ranker.ts"
 import { timeSearch } from "./metrics.ts"
 import { QueryLog } from "./query-log.ts"
@@ -143,7 +147,18 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
     /** A score as results show it: four decimals. */
     const shownScore = (score: number) => Math.round(score * 10_000) / 10_000
 
-    const run = (userId: string, only: ReadonlyArray<string> | undefined, input: SearchInput, query: string) =>
+    /**
+     * A page of `input`'s results: ranked now, or read from the ranking a previous page held (`held`).
+     * Ranked now, the ranking is held when the answer has more pages (`meta.ranking`: held-rankings.ts).
+     */
+    const run = (
+      userId: string,
+      only: ReadonlyArray<string> | undefined,
+      input: SearchInput,
+      query: string,
+      digest: string,
+      held: HeldRanking | undefined
+    ) =>
       Effect.gen(function*() {
         const limit = input.limit ?? DEFAULT_PAGE_LIMIT
         const offset = input.offset ?? 0
@@ -156,26 +171,40 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const narrowing = { labels: input.labels, from: input.from, received: { after: input.received_after, before: input.received_before } }
         const narrowed = narrowedIfAny(sql, narrowing)
         // As shown (four decimals), so that a result shown at the asked score is kept.
-        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowing)).filter((r) => shownScore(r.score) >= minScore)
+        const ranked = held !== undefined
+          ? held.emailIds.map((emailId, i) => ({ emailId, score: held.scores[i]! }))
+          : (yield* ranker.rank(userId, query, mode, mailboxIds, DEFAULT_RANKING, narrowing)).filter((r) => shownScore(r.score) >= minScore)
+        // A ranking made now is held when there is more than this page of it to read.
+        const token = held === undefined ? newId("rnk") : held.token
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
         // reads the requested page of them, bodies for that page only. Which candidates are readable
         // is read from the search documents' narrow index (an indexed email's account and mailbox),
         // not from the emails with their bodies: hundreds of candidates a search, each a page of the
         // emails table that is seldom in the buffers of a large account's database (~8 ms a search
-        // at 100,000 emails on the embedded PGlite). Labels are the emails' own.
-        const rows = ranked.length === 0 ? [] : yield* sql<PageRow>`
+        // at 100,000 emails on the embedded PGlite). Labels are the emails' own, as they are now.
+        // Read from a held ranking, an email keeps its place in it (`n`): one deleted since, or no
+        // longer meeting the filters, leaves a gap instead of moving the later ones up a place.
+        const rows = ranked.length === 0 ? [] : yield* sql<PageRow & { readonly ranking: string | null }>`
           WITH ranked AS (
-            SELECT id, position FROM unnest(${ranked.map((r) => r.emailId)}::text[]) WITH ORDINALITY AS r (id, position)
+            SELECT id, score, position
+            FROM unnest(${ranked.map((r) => r.emailId)}::text[], ${ranked.map((r) => r.score)}::float8[]) WITH ORDINALITY AS r (id, score, position)
           ),
           visible AS (
-            SELECT r.id, row_number() OVER (ORDER BY r.position) AS n
+            SELECT r.id, r.score, ${held === undefined ? sql`row_number() OVER (ORDER BY r.position)` : sql`r.position`} AS n
             FROM ranked r JOIN search_documents d ON d.email_id = r.id JOIN mailboxes m ON m.id = d.mailbox_id
             ${narrowed === undefined ? sql`` : sql`JOIN emails e ON e.id = r.id ${narrowed}`}
             WHERE d.user_id = ${userId} AND m.status = 'active'
               ${amongMailboxes(sql, "m.id", mailboxIds)}
+          ),
+          held AS (
+            ${held === undefined ? sql`
+            INSERT INTO search_rankings (id, user_id, search, email_ids, scores, expires_at)
+            SELECT ${token}, ${userId}, ${digest}, array_agg(id ORDER BY n), array_agg(score ORDER BY n), now() + ${heldFor}::interval
+            FROM visible HAVING count(*) > ${offset + limit}
+            RETURNING id` : sql`SELECT ${token}::text AS id`}
           )
-          SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.from_name, p.from_header,
+          SELECT (SELECT count(*) FROM visible) AS total, (SELECT id FROM held) AS ranking, p.id, p.subject, p.from_address, p.from_name, p.from_header,
                  p.to_addresses, p.cc_addresses, p.cc_header, p.sent_at, p.snippet, p.labels, p.mailbox_id, p.thread_id, p.direction
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
             SELECT e.id, e.subject, e.from_address, ${sql.literal(fromNameColumns)}, e.to_addresses, ${sql.literal(ccColumns)}, e.sent_at, ${sql.literal(snippetColumn)}, e.labels,
@@ -184,7 +213,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             WHERE v.n > ${offset} AND v.n <= ${offset + limit}
           ) AS p ON true
           ORDER BY p.n`
-        const total = Number(rows[0]?.total ?? 0)
+        // A held ranking's count is what it held: its pages keep their places (an email deleted since
+        // is left out of its page, not counted out of the ranking).
+        const total = held === undefined ? Number(rows[0]?.total ?? 0) : held.emailIds.length
         const scores = new Map(ranked.map((r) => [r.emailId, r.score]))
         const data = rows.flatMap((row): Array<SearchResult> =>
           row.id === null ? [] : [{
@@ -203,11 +234,14 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             score: shownScore(scores.get(row.id)!)
           }]
         )
+        const ranking = held?.token ?? rows[0]?.ranking ?? undefined
+        // (Read from a held ranking, the page says its token again: it holds the later pages too.)
         const meta: SearchMeta = {
           page: Math.floor(offset / limit) + 1,
           limit,
           total,
-          hasMore: offset + data.length < total
+          hasMore: held === undefined ? offset + data.length < total : offset + limit < total,
+          ...(ranking === undefined ? {} : { ranking })
         }
         return { data, meta }
       })
@@ -223,8 +257,13 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         yield* reachesMailbox(principal, input.mailbox_id)
         yield* ownMailbox(sql, principal.userId, input.mailbox_id)
       }
+      const only = Option.getOrUndefined(principal.mailboxes)
+      const digest = searchDigest(query, input, input.domain === undefined ? undefined : normalizeDomain(input.domain), only)
+      // A page of a held ranking (held-rankings.ts): known before the search is counted, so that an
+      // expired one costs nothing.
+      const held = input.ranking === undefined ? undefined : yield* takeHeld(principal.userId, input.ranking, digest)
       const { periodStart, rate } = yield* admit(principal)
-      const result = yield* run(principal.userId, Option.getOrUndefined(principal.mailboxes), input, query).pipe(
+      const result = yield* run(principal.userId, only, input, query, digest, held).pipe(
         timeSearch(input.mode ?? "hybrid"),
         Effect.catchTags({
           EmbedderError: (error) =>

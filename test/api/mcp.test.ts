@@ -259,6 +259,20 @@ describe("MCP at /mcp", () => {
     await deliver(box.address, "Invoice 8")
     const woken = await waiting
     expect(woken.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 8"])
+
+    // Paged through one ranking: an answer with more pages names it (`ranking`), passed back with
+    // next_offset; one no longer held is RANKING_EXPIRED, said as every tool's error is.
+    const asked = { query: "invoice", mode: "text", mailbox_id: box.mailboxId, limit: 1 }
+    const firstPage = await until("both invoices searchable", async () => {
+      const { ok } = await call(mcp, "search_emails", asked)
+      return ok.total === 2 ? ok : undefined
+    }, 45_000, 200, 1_000)
+    expect(firstPage).toMatchObject({ total: 2, has_more: true, next_offset: 1, ranking: expect.stringMatching(/^rnk_/) })
+    const next = await call(mcp, "search_emails", { ...asked, offset: firstPage.next_offset, ranking: firstPage.ranking })
+    expect(next.ok).toMatchObject({ total: 2, has_more: false, ranking: firstPage.ranking })
+    expect([...firstPage.results, ...next.ok.results].map((r: { subject: string }) => r.subject).sort()).toEqual(["Invoice 7", "Invoice 8"])
+    const gone = await call(mcp, "search_emails", { ...asked, offset: 1, ranking: "rnk_000000000000000000000000" })
+    expect(gone.error).toMatchObject({ code: "RANKING_EXPIRED", details: { ranking: expect.stringMatching(/^expired or unknown/), held_for_seconds: 600 } })
   }, 120_000)
 
   it("a call whose client goes away (its connection dropped) is given up on the server too: wait_for_email stops waiting", async () => {

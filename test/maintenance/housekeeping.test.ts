@@ -23,7 +23,7 @@ const principals = Layer.mergeAll(Principals.Default, RecipientDirectory.Default
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
 describe("housekeeping sweep", () => {
-  it.scoped("removes old unreferenced blobs, deleted emails' ids, daily counters, billing event ids, stale search queries and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
+  it.scoped("removes old unreferenced blobs, deleted emails' ids, daily counters, billing event ids, stale search queries, expired held rankings and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
@@ -72,6 +72,10 @@ describe("housekeeping sweep", () => {
 
       yield* sql`INSERT INTO search_queries (user_id, normalized, query, last_used_at)
                  VALUES ('usr_1', 'old query', 'Old query', now() - interval '91 days'), ('usr_1', 'recent', 'Recent', now() - interval '89 days')`
+      // A search's held rankings: one expired a moment ago, one still held.
+      yield* sql`INSERT INTO search_rankings (id, user_id, search, email_ids, scores, expires_at)
+                 VALUES ('rnk_expired', 'usr_1', 'd', ${["eml_1"]}, ${[0.5]}, now() - interval '1 second'),
+                        ('rnk_held', 'usr_1', 'd', ${["eml_1"]}, ${[0.5]}, now() + interval '9 minutes')`
 
       yield* sql`INSERT INTO released_addresses (address_normalized, user_id, released_at)
                  VALUES ('left-long-ago@example.com', 'usr_1', now() - interval '31 days'),
@@ -109,6 +113,7 @@ describe("housekeeping sweep", () => {
         deletedEmails: 1,
         billingEvents: 1,
         searchQueries: 1,
+        searchRankings: 1,
         releasedAddresses: 1,
         deletedMailboxes: 0,
         deletedMailCounts: 1,
@@ -125,6 +130,8 @@ describe("housekeeping sweep", () => {
       expect(held.map((r) => r.addressNormalized)).toEqual(["left-lately@example.com"])
       const queries = yield* sql<{ query: string }>`SELECT query FROM search_queries`
       expect(queries.map((q) => q.query)).toEqual(["Recent"])
+      const rankings = yield* sql<{ id: string }>`SELECT id FROM search_rankings`
+      expect(rankings.map((r) => r.id)).toEqual(["rnk_held"])
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
         SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
       expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([
@@ -181,6 +188,7 @@ describe("housekeeping sweep", () => {
         deletedEmails: 0,
         billingEvents: 0,
         searchQueries: 0,
+        searchRankings: 0,
         releasedAddresses: 0,
         deletedMailboxes: 0,
         deletedMailCounts: 0,

@@ -1549,7 +1549,7 @@ export interface paths {
         put?: never;
         /**
          * Search emails
-         * @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429)
+         * @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429). An answer with more pages carries `meta.ranking`: pass it back as `ranking` (with the same query and filters) and the later pages are read from that ranking, so they neither repeat nor skip an email while new mail is indexed; 400 RANKING_EXPIRED once it has expired (10 minutes after its last use)
          */
         post: operations["dashboardSearch.search"];
         delete?: never;
@@ -3369,7 +3369,7 @@ export interface paths {
         put?: never;
         /**
          * Search emails
-         * @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429)
+         * @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429). An answer with more pages carries `meta.ranking`: pass it back as `ranking` (with the same query and filters) and the later pages are read from that ranking, so they neither repeat nor skip an email while new mail is indexed; 400 RANKING_EXPIRED once it has expired (10 minutes after its last use)
          */
         post: operations["search.search"];
         delete?: never;
@@ -5513,6 +5513,22 @@ export interface components {
         PortalInput: {
             returnUrl: string;
         };
+        /** @description RANKING_EXPIRED: the search's ranking token is expired or unknown (a held ranking lasts held_for_seconds after its last use): search again without it, from the first page, for a new ranking; details: ranking (a message), held_for_seconds */
+        RankingExpired: {
+            error: {
+                /** @enum {string} */
+                code: "RANKING_EXPIRED";
+                details?: {
+                    held_for_seconds: number;
+                    ranking: string;
+                } & {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         /** @description RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
         RateLimited: {
             error: {
@@ -5750,6 +5766,8 @@ export interface components {
             offset?: number;
             /** @description Natural-language query */
             query: string;
+            /** @description Mailroom extension: a previous page's `meta.ranking`, with the same query and filters: this page is read from that answer's ranking, held 10 minutes after its last use, instead of ranking again, so that pages neither repeat nor skip an email while mail is indexed meanwhile (emails deleted since are left out). 400 RANKING_EXPIRED once it is gone */
+            ranking?: string;
             /** @description Mailroom extension: only mail that arrived at or after this: a day (2026-12-01, from its start in UTC) or an ISO 8601 time with a zone */
             received_after?: string;
             /** @description Mailroom extension: only mail that arrived before this: a day (2026-12-02, before its start in UTC) or an ISO 8601 time with a zone */
@@ -5759,6 +5777,8 @@ export interface components {
             hasMore: boolean;
             limit: number;
             page: number;
+            /** @description Mailroom extension: when there are more pages (or one was asked for with it), the token of this answer's ranking: pass it back as `ranking`, with the same query and filters, to read the next pages from the same ranking */
+            ranking?: string;
             total: number;
         };
         /** @description SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end */
@@ -19538,6 +19558,7 @@ export interface operations {
             /**
              * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
              *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
+             *     - RANKING_EXPIRED: the search's ranking token is expired or unknown (a held ranking lasts held_for_seconds after its last use): search again without it, from the first page, for a new ranking; details: ranking (a message), held_for_seconds
              */
             400: {
                 headers: {
@@ -19547,7 +19568,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["RankingExpired"];
                 };
             };
             /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
@@ -35806,6 +35827,7 @@ export interface operations {
             /**
              * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message, a string (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)
              *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address; details, when there are any, are strings: email_address (the address sent), or a malformed mailbox body's field messages in details.field_errors
+             *     - RANKING_EXPIRED: the search's ranking token is expired or unknown (a held ranking lasts held_for_seconds after its last use): search again without it, from the first page, for a new ranking; details: ranking (a message), held_for_seconds
              */
             400: {
                 headers: {
@@ -35815,7 +35837,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["RankingExpired"];
                 };
             };
             /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */

@@ -31,7 +31,7 @@ const PAGE = 20
 
 /**
  * @typedef {{ query: string, mailboxId: string, weak: boolean, from: string, since: string, until: string }} Asked
- * @typedef {Asked & { results: any[], total: number }} Found
+ * @typedef {Asked & { results: any[], total: number, ranking?: string }} Found
  */
 
 /** The search the page's URL asks for (`?q=…&mailbox=…&from=…&since=…&until=…&weak=1`). @returns {Asked} */
@@ -64,12 +64,17 @@ export const SearchPage = () => {
   // Searches may overlap (a query typed while one runs, Back between two searches): only the latest one's answer is shown.
   const latest = useRef(0)
 
-  /** A page of `asked`'s results from `offset`. @param {Asked} asked @param {number} offset */
-  const ask = (asked, offset) =>
+  /**
+   * A page of `asked`'s results from `offset`; of the ranking a first page named (`ranking`), so that
+   * mail indexed meanwhile neither repeats nor skips a result.
+   * @param {Asked} asked @param {number} offset @param {string} [ranking]
+   */
+  const ask = (asked, offset, ranking) =>
     call("POST", "/api/search", {
       query: asked.query,
       limit: PAGE,
       offset,
+      ...(ranking === undefined ? {} : { ranking }),
       ...(asked.mailboxId === "" ? {} : { mailbox_id: asked.mailboxId }),
       ...(asked.from.trim() === "" ? {} : { from: asked.from.trim() }),
       ...arrivedBetween(asked.since, asked.until),
@@ -92,7 +97,7 @@ export const SearchPage = () => {
       })
       try {
         const answer = await ask(asked, 0)
-        if (mine === latest.current) setFound({ ...asked, results: answer.data, total: answer.meta.total })
+        if (mine === latest.current) setFound({ ...asked, results: answer.data, total: answer.meta.total, ranking: answer.meta.ranking })
       } catch (failure) {
         if (mine !== latest.current) return
         setFound(null)
@@ -105,10 +110,17 @@ export const SearchPage = () => {
   const showMore = () =>
     more.run(async () => {
       if (found === null) return
-      const answer = await ask(found, found.results.length)
+      // A ranking no longer held (10 minutes after its last use): the next page of a new one, whose
+      // results already shown are left out below.
+      const answer = await ask(found, found.results.length, found.ranking).catch((/** @type {any} */ failure) => {
+        if (failure?.code === "RANKING_EXPIRED") return ask(found, found.results.length)
+        throw failure
+      })
       const shown = new Set(found.results.map((result) => result.email_id))
       const added = answer.data.filter((/** @type {any} */ result) => !shown.has(result.email_id))
-      setFound((current) => (current === found ? { ...found, results: [...found.results, ...added], total: answer.meta.total } : current))
+      setFound((current) =>
+        current === found ? { ...found, results: [...found.results, ...added], total: answer.meta.total, ranking: answer.meta.ranking } : current
+      )
     })
   useEffect(() => {
     if (text.trim() !== "") search()

@@ -427,7 +427,10 @@ export const tools = [
       "Search the account's mail by meaning and words together, best first (query in natural language; optional " +
       "mailbox_id, domain, labels, from (a sender: ada@example.com, example.com or *.example.com), received_after and " +
       "received_before (a day such as 2026-12-01, or an ISO 8601 time with a zone), limit, offset, mode). Answers results " +
-      `with total, has_more and next_offset. Counts against the plan's searches. ${UNTRUSTED}`,
+      "with total, has_more and next_offset, and, when there are more pages, ranking: pass it back with next_offset (and " +
+      "the same query and filters) so that the next page comes from the same ranking, neither repeating nor skipping an " +
+      "email while new mail is indexed (it lasts 10 minutes after its last use; RANKING_EXPIRED then: search again from " +
+      `the first page without it). Counts against the plan's searches. ${UNTRUSTED}`,
     annotations: reading,
     // The API's arguments, described in the tool's own terms (the API's descriptions speak of routes and `hasMore`).
     input: Schema.Struct({
@@ -437,13 +440,23 @@ export const tools = [
       mode: SearchInput.fields.mode.annotations({
         description: "hybrid (the default) ranks by words and meaning together; text by words alone, vector by meaning alone"
       }),
+      ranking: SearchInput.fields.ranking.annotations({
+        description: "A previous answer's ranking, to read this page from that answer's ranking (same query and filters) " +
+          "instead of ranking again"
+      }),
       min_score: SearchInput.fields.min_score.annotations({
         description: "Only results scoring at least this (0.30 somewhat relevant, 0.50 moderately, 0.70 very, 0.90 highly); " +
           "total and has_more then count those only. Default 0: every match, weak ones too"
       })
     }),
     // Paged as the other list tools are (`total`, `has_more`, `next_offset`: `withPaging`).
-    run: (principal, input) => Effect.flatMap(Search, (search) => Effect.map(search.search(principal, input), ({ data, meta }) => ({ results: data, total: meta.total })))
+    run: (principal, input) =>
+      Effect.flatMap(Search, (search) =>
+        Effect.map(search.search(principal, input), ({ data, meta }) => ({
+          results: data,
+          total: meta.total,
+          ...(meta.ranking === undefined ? {} : { ranking: meta.ranking })
+        })))
   }),
   tool({
     name: "get_stats",

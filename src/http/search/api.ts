@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../../services/search/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { NotFound, RateLimited, SearchQuotaReached, ValidationError } from "../../../services/errors.ts"
+import { NotFound, RankingExpired, RateLimited, SearchQuotaReached, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
@@ -14,6 +14,7 @@ const searchEndpoints = <const Name extends string>(name: Name) =>
       .setPayload(SearchInput)
       .addSuccess(OkWithMeta(Schema.Array(SearchResult), SearchMeta))
       .addError(envelope(ValidationError))
+      .addError(envelope(RankingExpired))
       .addError(envelope(NotFound))
       .addError(envelope(SearchQuotaReached))
       .addError(envelope(RateLimited))
@@ -21,7 +22,10 @@ const searchEndpoints = <const Name extends string>(name: Name) =>
       .annotate(
         OpenApi.Description,
         "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +
-          "(403 SEARCH_QUOTA when used up) and its searches per minute (429)"
+          "(403 SEARCH_QUOTA when used up) and its searches per minute (429). An answer with more pages carries " +
+          "`meta.ranking`: pass it back as `ranking` (with the same query and filters) and the later pages are read from " +
+          "that ranking, so they neither repeat nor skip an email while new mail is indexed; 400 RANKING_EXPIRED once it " +
+          "has expired (10 minutes after its last use)"
       )
   )
   .add(
