@@ -125,73 +125,157 @@ class LenientUtf8Codec {
   }
 }
 
+/** U+FFFD, what a malformed byte of HZ or ISO-2022-KR is read as. */
+const REPLACEMENT = 0xfffd
+const LF = 0x0a
+const CR = 0x0d
+const TILDE = 0x7e
+
+/** Whether `byte` is one of the 94 graphic bytes (0x21 to 0x7E) a 94 × 94 set's row or cell is written as. */
+const graphic = (byte: number | undefined): byte is number => byte !== undefined && byte >= 0x21 && byte <= 0x7e
+
 /**
- * HZ's bytes (RFC 1843: 7-bit GB2312 for mail and news) as the EUC bytes of the same characters, which
- * iconv-lite's GB2312 (GBK) table reads. In ASCII mode `~~` is a tilde, `~` and a line end is no
- * character (a line continued), `~{` starts GB mode; in GB mode `~}` ends it and each two bytes are a
- * GB2312 character (its row and cell, each plus 0xA0). A `~` before anything else is kept as written,
- * as is any other byte; a line end in GB mode (a writer that left it open) goes back to ASCII.
+ * The characters of a 94 × 94 double-byte set (GB2312, KS X 1001) by row and cell (index 94 × row +
+ * cell, each from 0), read through `euc`, the iconv-lite charset that writes them with their high bits
+ * set; U+FFFD for each code no character has (iconv-lite reads those as U+FFFD and more). Read once,
+ * on first use, with a line end after each code, so that an unassigned one cannot take the next one's bytes.
  */
-export const hzAsEucCn = (bytes: Uint8Array): Buffer => {
-  const out: Array<number> = []
+const doubleByteSet = (euc: string): () => Uint16Array => {
+  let set: Uint16Array | undefined
+  return () => {
+    if (set !== undefined) return set
+    const bytes = Buffer.alloc(94 * 94 * 3)
+    for (let code = 0; code < 94 * 94; code++) {
+      bytes[code * 3] = 0xa1 + Math.floor(code / 94)
+      bytes[code * 3 + 1] = 0xa1 + (code % 94)
+      bytes[code * 3 + 2] = LF
+    }
+    const read = iconv.decode(bytes, euc).split("\n").slice(0, 94 * 94)
+    set = Uint16Array.from(read, (character) => (character.length === 1 ? character.charCodeAt(0) : REPLACEMENT))
+    return set
+  }
+}
+
+const gb2312 = doubleByteSet("gb2312")
+const ksx1001 = doubleByteSet("euc-kr")
+
+/** The character of a 94 × 94 `set` whose row and cell are written `row` and `cell` (0x21 to 0x7E). */
+const character = (set: Uint16Array, row: number, cell: number) => set[(row - 0x21) * 94 + cell - 0x21]!
+
+/** UTF-16 code units as text (in slices: a spread of millions would pass the call stack's limit). */
+const unitsText = (units: Uint16Array, length: number): string => {
+  const slices: Array<string> = []
+  for (let at = 0; at < length; at += 8192) slices.push(String.fromCharCode(...units.subarray(at, Math.min(length, at + 8192))))
+  return slices.join("")
+}
+
+/**
+ * HZ (RFC 1843: GB2312 in 7 bits, for mail and news) as the characters it stands for. In ASCII mode
+ * `~~` is a tilde, `~` and a line end are no character (a line continued), `~{` starts GB mode and a
+ * `~}` there (already in ASCII) changes nothing; in GB mode `~}` ends it and each two bytes are a
+ * GB2312 character, its row and cell without their high bits. Malformed input loses only its own
+ * bytes, each as U+FFFD: a `~` before anything else, a byte with its high bit set (HZ has none), a GB
+ * byte without its pair (one before a `~}` too: that `~}` still ends GB mode), a code of no character.
+ * A line end in GB mode (RFC 1843 has GB mode closed before one) goes back to ASCII.
+ */
+export const decodeHz = (bytes: Uint8Array): string => {
+  // Each byte makes at most one UTF-16 code unit (GB2312 is all in the BMP).
+  const out = new Uint16Array(bytes.length)
+  let length = 0
   let gb = false
-  for (let at = 0; at < bytes.length; at++) {
+  let at = 0
+  while (at < bytes.length) {
     const byte = bytes[at]!
     const next = bytes[at + 1]
-    if (byte === 0x7e && !gb && next === 0x7e) {
-      out.push(0x7e)
+    if (byte === LF || byte === CR) {
+      gb = false
+      out[length++] = byte
       at++
-    } else if (byte === 0x7e && !gb && next === 0x0a) {
+    } else if (!gb && byte === TILDE) {
+      if (next === TILDE) out[length++] = TILDE
+      else if (next === 0x7b) gb = true
+      if (next === TILDE || next === 0x7b || next === 0x7d || next === LF) at += 2
+      else if (next === CR && bytes[at + 2] === LF) at += 3
+      else {
+        out[length++] = REPLACEMENT
+        at++
+      }
+    } else if (!gb) {
+      out[length++] = byte < 0x80 ? byte : REPLACEMENT
       at++
-    } else if (byte === 0x7e && !gb && next === 0x0d && bytes[at + 2] === 0x0a) {
+    } else if (byte === TILDE && next === 0x7d) {
+      gb = false
       at += 2
-    } else if (byte === 0x7e && next === (gb ? 0x7d : 0x7b)) {
-      gb = !gb
-      at++
-    } else if (gb && byte >= 0x21 && byte <= 0x7e && next !== undefined && next >= 0x21 && next <= 0x7e) {
-      out.push(byte | 0x80, next | 0x80)
-      at++
+    } else if (graphic(byte) && graphic(next) && !(next === TILDE && bytes[at + 2] === 0x7d)) {
+      out[length++] = character(gb2312(), byte, next)
+      at += 2
     } else {
-      if (byte === 0x0a || byte === 0x0d) gb = false
-      out.push(byte)
+      // A space or control character stands for itself; anything else is a byte out of place.
+      out[length++] = byte < 0x21 ? byte : REPLACEMENT
+      at++
     }
   }
-  return Buffer.from(out)
+  return unitsText(out, length)
 }
 
+/** ESC, SO and SI (ISO 2022's escape and its shifts out of ASCII and back). */
+const ESC = 0x1b
+const SO = 0x0e
+const SI = 0x0f
+
 /**
- * ISO-2022-KR's bytes (RFC 1557: `ESC $ ) C` once designates KS C 5601, SO shifts into it and SI back
- * to ASCII) as the EUC-KR bytes of the same characters, which iconv-lite reads. In KS C 5601 each two
- * bytes are a character (plus 0x80 each); a space stays a space, and a line end goes back to ASCII, as
- * RFC 1557 has every line start in it. SO shifts whether or not the designation came first.
+ * ISO-2022-KR (RFC 1557: KS C 5601, now KS X 1001, in 7 bits) as the characters it stands for.
+ * `ESC $ ) C` designates KS X 1001 (once, at a line's start); SO shifts into it and SI back to ASCII;
+ * in it each two bytes are a character, its row and cell without their high bits, and a space stays
+ * a space. A line end goes back to ASCII, as RFC 1557 closes each line's shifts before its end. SO
+ * shifts whether or not the designation came first: KS X 1001 is the one set ISO-2022-KR designates
+ * (an encoded word often leaves it out). Malformed input loses only its own bytes, each as U+FFFD: an
+ * escape sequence other than the designation (ISO 2022's syntax: ESC, bytes 0x20 to 0x2F, a final
+ * byte), a byte with its high bit set, a shifted byte without its pair, a code of no character.
  */
-export const iso2022krAsEucKr = (bytes: Uint8Array): Buffer => {
-  const out: Array<number> = []
+export const decodeIso2022Kr = (bytes: Uint8Array): string => {
+  // Each byte makes at most one UTF-16 code unit (KS X 1001 is all in the BMP).
+  const out = new Uint16Array(bytes.length)
+  let length = 0
   let korean = false
-  for (let at = 0; at < bytes.length; at++) {
+  let at = 0
+  while (at < bytes.length) {
     const byte = bytes[at]!
     const next = bytes[at + 1]
-    if (byte === 0x1b && next === 0x24 && bytes[at + 2] === 0x29 && bytes[at + 3] === 0x43) {
-      at += 3
-    } else if (byte === 0x0e || byte === 0x0f) {
-      korean = byte === 0x0e
-    } else if (korean && byte >= 0x21 && byte <= 0x7e && next !== undefined && next >= 0x21 && next <= 0x7e) {
-      out.push(byte | 0x80, next | 0x80)
+    if (byte === ESC && next === 0x24 && bytes[at + 2] === 0x29 && bytes[at + 3] === 0x43) {
+      at += 4
+    } else if (byte === ESC) {
       at++
+      while (at < bytes.length && bytes[at]! >= 0x20 && bytes[at]! <= 0x2f) at++
+      if (at < bytes.length && bytes[at]! >= 0x30 && bytes[at]! <= 0x7e) at++
+      out[length++] = REPLACEMENT
+    } else if (byte === SO || byte === SI) {
+      korean = byte === SO
+      at++
+    } else if (byte === LF || byte === CR) {
+      korean = false
+      out[length++] = byte
+      at++
+    } else if (byte >= 0x80) {
+      out[length++] = REPLACEMENT
+      at++
+    } else if (korean && graphic(byte)) {
+      out[length++] = graphic(next) ? character(ksx1001(), byte, next) : REPLACEMENT
+      at += graphic(next) ? 2 : 1
     } else {
-      if (byte === 0x0a || byte === 0x0d) korean = false
-      out.push(byte)
+      out[length++] = byte
+      at++
     }
   }
-  return Buffer.from(out)
+  return unitsText(out, length)
 }
 
 /**
- * A codec iconv-lite reads a 7-bit charset with that `asEuc` turns into the bytes of `euc`, a charset
- * iconv-lite knows: a part's bytes gathered, then read whole (a shift may come chunks before the
- * characters it governs). Only for reading received mail: nothing here writes these charsets.
+ * A codec iconv-lite reads a 7-bit charset with by `decode`: a part's bytes gathered, then read whole
+ * (a shift may come chunks before the characters it governs). Only for reading received mail:
+ * nothing here writes these charsets, and nothing asks iconv-lite to.
  */
-const sevenBitCodec = (asEuc: (bytes: Uint8Array) => Buffer, euc: string) =>
+const sevenBitCodec = (decode: (bytes: Uint8Array) => string, name: string) =>
   class {
     decoder = class {
       private readonly chunks: Array<Buffer> = []
@@ -200,12 +284,12 @@ const sevenBitCodec = (asEuc: (bytes: Uint8Array) => Buffer, euc: string) =>
         return ""
       }
       end(): string {
-        return iconv.decode(asEuc(Buffer.concat(this.chunks)), euc)
+        return decode(Buffer.concat(this.chunks))
       }
     }
     encoder = class {
       write(): Buffer {
-        throw new Error(`Mail is not written in ${euc}'s 7-bit form here`)
+        throw new Error(`Mail is not written in ${name} here`)
       }
       end(): undefined {
         return undefined
@@ -218,10 +302,10 @@ iconv.getCodec("utf-8") // iconv-lite loads its table of encodings on first use:
   const encodings = (iconv as unknown as { encodings: Record<string, unknown> }).encodings
   encodings[LENIENT_UTF8.replace(/[^0-9a-z]/g, "")] = LenientUtf8Codec
   // RFC 1843's HZ, as IANA names it (HZ-GB-2312) and as mail programs label it.
-  encodings["hzgb2312"] = sevenBitCodec(hzAsEucCn, "gb2312")
+  encodings["hzgb2312"] = sevenBitCodec(decodeHz, "HZ")
   encodings["hz"] = "hzgb2312"
   // RFC 1557's ISO-2022-KR, and its IANA alias.
-  encodings["iso2022kr"] = sevenBitCodec(iso2022krAsEucKr, "euc-kr")
+  encodings["iso2022kr"] = sevenBitCodec(decodeIso2022Kr, "ISO-2022-KR")
   encodings["csiso2022kr"] = "iso2022kr"
 }
 
@@ -369,9 +453,9 @@ const isHz = (charset: string | undefined) => charset !== undefined && /^(?:hzgb
 const sevenBitHeaderText = (text: string, declared: string | undefined): string | undefined => {
   const bytes = Buffer.from(text, "latin1")
   if (ISO_2022_JP_ESCAPE.test(text)) return iconv.decode(iso2022jpAsEucJp(bytes), "euc-jp")
-  if (ISO_2022_KR_SHIFT.test(text)) return iconv.decode(iso2022krAsEucKr(bytes), "euc-kr")
+  if (ISO_2022_KR_SHIFT.test(text)) return decodeIso2022Kr(bytes)
   if (isHz(declared) && text.includes("~{")) {
-    const read = iconv.decode(hzAsEucCn(bytes), "gb2312")
+    const read = decodeHz(bytes)
     if (!read.includes("\ufffd")) return read
   }
   return undefined

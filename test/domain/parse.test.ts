@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import iconv from "iconv-lite"
 import MailComposer from "nodemailer/lib/mail-composer"
-import { decodeText, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
+import { decodeHz, decodeIso2022Kr, decodeText, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
 import { dateHeaderMoment } from "../../services/mail/date-header.ts"
 import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
@@ -344,6 +344,83 @@ describe("parseMessage", () => {
         expect(decodeText(Buffer.from("\x1b$)C\x0eGQ1[\x0f ok", "latin1"), "ISO-2022-KR")).toBe("한글 ok")
         expect(decodeText(Buffer.from("a~~b~\nc ~{", "latin1"), "hz")).toBe("a~bc ")
       }))
+
+    describe("the decoders", () => {
+      const bytes = (text: string) => Buffer.from(text, "latin1")
+      const hzRead = (text: string) => decodeHz(bytes(text))
+      const krRead = (text: string) => decodeIso2022Kr(bytes(text))
+
+      it("HZ: ~~ is a tilde, ~ and a line end (LF or CRLF) nothing, ~{ and ~} switch, GB2312 in pairs between", () => {
+        expect(hzRead(`a ~~ b~\nc~\r\nd`)).toBe("a ~ bcd")
+        expect(hzRead(`${hz("你好")}, ${hz("世界")}!`)).toBe("你好, 世界!")
+        // Read across the whole text: the switch into GB mode holds for every pair until ~}.
+        expect(hzRead(`~{${sevenBit("一二三四五", "gb2312")}~}`)).toBe("一二三四五")
+        expect(hzRead("")).toBe("")
+      })
+
+      it("HZ: a malformed escape or byte is U+FFFD, and the text after it reads as it is", () => {
+        // A ~ before anything RFC 1843 defines, and one at the very end.
+        expect(hzRead("cost ~5, path ~/x ~")).toBe("cost \ufffd5, path \ufffd/x \ufffd")
+        // Bytes with their high bit set: HZ has none (each one alone, the ASCII after it kept).
+        expect(hzRead("a\xc1Ab\xff")).toBe("a\ufffdAb\ufffd")
+        // A GB byte without its pair before ~}: that ~} still ends GB mode.
+        expect(hzRead(`~{<:K~}after`)).toBe("己\ufffdafter")
+        // A code of no GB2312 character (row 10), and a pair in rows GB2312 leaves empty (88 to 94).
+        expect(hzRead("~{*!x!~}ok")).toBe("\ufffd\ufffdok")
+        // A stray ~} in ASCII mode changes nothing; a redundant ~{ in GB mode is no pair of its own.
+        expect(hzRead("x~}y")).toBe("xy")
+        // An unclosed ~{ at the end: nothing lost before it.
+        expect(hzRead("tail ~{")).toBe("tail ")
+      })
+
+      it("HZ: a line end in GB mode goes back to ASCII, so a writer that left ~{ open costs one line", () => {
+        expect(hzRead(`~{<:\nplain line\r\nmore ~{<:~}`)).toBe("己\nplain line\r\nmore 己")
+        // A space or tab in GB mode stands for itself.
+        expect(hzRead(`~{<: <:\t<:~}`)).toBe("己 己\t己")
+      })
+
+      it("ISO-2022-KR: ESC $ ) C designates KS C 5601, SO and SI shift, KS C 5601 in pairs between, a space a space", () => {
+        expect(krRead(`\x1b$)C\r\n${kr("안녕하세요")} hello ${kr("세계")}\r\n`)).toBe("\r\n안녕하세요 hello 세계\r\n")
+        expect(krRead(`\x1b$)C\x0eGQ1[ GQ1[\x0f.`)).toBe("한글 한글.")
+        expect(krRead("")).toBe("")
+      })
+
+      it("ISO-2022-KR: a lone SO without the designation still shifts into KS C 5601 (the one set it has); an SO left open ends with its line", () => {
+        expect(krRead("\x0eGQ1[\x0f ok")).toBe("한글 ok")
+        expect(krRead("a\x0e")).toBe("a")
+        expect(krRead("a\x0e\x0fb")).toBe("ab")
+        // Line ends go back to ASCII (RFC 1557 closes each line's shifts): the next line is ASCII again.
+        expect(krRead("\x0eGQ\nGQ ok")).toBe("한\nGQ ok")
+        expect(krRead("\x1b$)C\x0eGQ\r\nGQ\x0eGQ\x0f")).toBe("한\r\nGQ한")
+      })
+
+      it("ISO-2022-KR: a malformed escape or byte is U+FFFD, and the text after it reads as it is", () => {
+        // Another escape sequence (its intermediates and final byte with it), a lone ESC, a broken designation.
+        expect(krRead("a\x1b(Bb\x1b")).toBe("a\ufffdb\ufffd")
+        expect(krRead("\x1b$)Xok")).toBe("\ufffdok")
+        // Bytes with their high bit set (ISO-2022-KR has none), in ASCII and shifted alike.
+        expect(krRead("a\xb0\xa1b\x0e\xb0GQ\x0f")).toBe("a\ufffd\ufffdb\ufffd한")
+        // A shifted byte without its pair, and a code of no character (row 94).
+        expect(krRead("\x0eG\x0fok")).toBe("\ufffdok")
+        expect(krRead("\x0e~!\x0fok")).toBe("\ufffdok")
+      })
+
+      it("never throws, and keeps every line end, on arbitrary bytes", () => {
+        let seed = 7
+        const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % 256
+        for (let round = 0; round < 200; round++) {
+          const noise = Buffer.from(Array.from({ length: 300 }, () => [0x7e, 0x7b, 0x7d, 0x0e, 0x0f, 0x1b, 0x0a][random() % 7]!))
+          const mixed = Buffer.from(Array.from({ length: 300 }, (_, i) => (i % 3 === 0 ? noise[i]! : random())))
+          for (const input of [noise, mixed]) {
+            const lines = input.filter((byte) => byte === 0x0a).length
+            // HZ's ~ and a line end is a line continued, RFC 1843's only way to drop one.
+            const continued = input.toString("latin1").match(/(?<!~)(?:~~)*~\n/g)?.length ?? 0
+            expect(decodeIso2022Kr(input).split("\n").length - 1).toBe(lines)
+            expect(decodeHz(input).split("\n").length - 1).toBeGreaterThanOrEqual(lines - continued)
+          }
+        }
+      })
+    })
 
     it.effect("a text/plain body reads as its characters, sent 7bit, quoted-printable or base64", () =>
       Effect.gen(function*() {

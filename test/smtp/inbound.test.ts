@@ -4,6 +4,7 @@
  * agents read what arrived over the API. One server per suite; every test makes its own users
  * (the free plan allows 20 API requests a minute per user), so polling stays cheap.
  */
+import iconv from "iconv-lite"
 import { createHash, randomBytes } from "node:crypto"
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
@@ -316,6 +317,67 @@ describe("inbound SMTP and reading mail", () => {
           emails: [{ ...summaryOf(email), reply_text: email.extracted!.reply_text }]
         }
       })
+    })
+  })
+
+  describe("mail in the 7-bit charsets HZ (RFC 1843) and ISO-2022-KR (RFC 1557)", () => {
+    // Each character's GB2312 or KS C 5601 bytes without their high bits, as the two charsets carry them.
+    const sevenBit = (text: string, charset: string) => Buffer.from(iconv.encode(text, charset).map((byte) => byte & 0x7f)).toString("latin1")
+    const charsets = [
+      { charset: "HZ-GB-2312", shifted: (text: string) => `~{${sevenBit(text, "gb2312")}~}`, subject: "季度报告", name: "王小明", body: ["会议改到明天", "请带上"], file: "报告" },
+      {
+        charset: "ISO-2022-KR",
+        shifted: (text: string) => `\x1b$)C\x0e${sevenBit(text, "euc-kr")}\x0f`,
+        subject: "분기 보고서",
+        name: "김민준",
+        body: ["회의는 내일로", "슬라이드를"],
+        file: "보고서"
+      }
+    ] as const
+
+    it.each(charsets)("$charset: subject and sender's name (encoded words), text, attachment name (RFC 2231) and attachment text read as their characters", async (
+      { body, charset, file, name, shifted, subject }
+    ) => {
+      const box = await newBox()
+      const word = (text: string) => `=?${charset}?B?${Buffer.from(shifted(text), "latin1").toString("base64")}?=`
+      // Line ends in the body close each line's shift (as both RFCs have it); the designation leads ISO-2022-KR's text.
+      // HZ writes a tilde ~~.
+      const tilde = charset === "HZ-GB-2312" ? "~~" : "~"
+      const lines = `${charset === "ISO-2022-KR" ? "\x1b$)C\r\n" : ""}${shifted(body[0])} at 10, room ${tilde}3.\r\n${shifted(body[1])} slides.\r\n`
+      const raw = Buffer.from(
+        `From: ${word(name)} <${SENDER}>\r\nTo: ${box.address}\r\nSubject: ${word(subject)} Q3\r\nMessage-ID: <${fresh("seven")}@example.com>\r\n` +
+          `Date: Mon, 07 Dec 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n` +
+          `--b\r\nContent-Type: text/plain; charset=${charset}\r\nContent-Transfer-Encoding: 7bit\r\n\r\n${lines}` +
+          `--b\r\nContent-Type: text/plain; charset=${charset}\r\nContent-Transfer-Encoding: base64\r\n` +
+          `Content-Disposition: attachment; filename*=${charset.toLowerCase()}''${encodeURIComponent(shifted(file))}.txt\r\n\r\n` +
+          `${Buffer.from(lines, "latin1").toString("base64")}\r\n--b--\r\n`,
+        "latin1"
+      )
+      const sent = await sendRaw(box.address, raw)
+      expect(sent.response).toMatch(/^250 2\.0\.0 /)
+      const [emailId] = queuedIds(sent.response)
+      await waitForEmails(box, 1)
+
+      const reply = await emailOf(box.user, emailId!)
+      expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+      const email = reply.data!.data
+      const text = `${body[0]} at 10, room ~3.\n${body[1]} slides.`
+      expect({ subject: email.subject, from_name: email.from_name, text: email.text.trim(), filename: email.attachments[0]?.filename }).toEqual({
+        subject: `${subject} Q3`,
+        from_name: name,
+        text,
+        filename: `${file}.txt`
+      })
+      expect(email.headers.subject).toBe(`${subject} Q3`)
+
+      const attachmentText = await patiently(() =>
+        keyed(box.user).GET("/v1/api/emails/{emailId}/attachments/{attachmentId}/text", {
+          params: { path: { emailId: emailId!, attachmentId: email.attachments[0]!.attachment_id } }
+        })
+      )
+      expect(attachmentText.response.status, JSON.stringify(attachmentText.error)).toBe(200)
+      expect(attachmentText.data!.data).toMatchObject({ filename: `${file}.txt`, format: "text" })
+      expect(attachmentText.data!.data.text.replace(/\r\n/g, "\n").trim()).toBe(text)
     })
   })
 
