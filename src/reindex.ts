@@ -6,7 +6,8 @@
  * vectors the index lost (a fresh Qdrant volume) is embedded again. Then the words of mail an earlier
  * version read differently (documents.ts WORDS_VERSION) are read again, its vectors kept. First,
  * mail stored with html and no text gets its text, and received mail whose 8-bit text lost its
- * characters is read again (text-repair.ts), their words indexed afresh. Runs beside a cluster's
+ * characters, or in HZ or ISO-2022-KR stored as its bytes, is read again (text-repair.ts), their
+ * words indexed afresh. Runs beside a cluster's
  * nodes; on the embedded database, stop the server first (one process holds `DATA_DIR`). Progress
  * goes to stderr; re-running continues where it stopped.
  */
@@ -62,9 +63,10 @@ const withProgress = <A, E, R>(
 
 export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
   Effect.gen(function*() {
-    const { derived, reread } = yield* repairText
+    const { derived, reread, sevenBit } = yield* repairText
     if (derived > 0) process.stderr.write(`Derived the text of ${derived} emails stored with html and no text, and indexed their words\n`)
     if (reread > 0) process.stderr.write(`Read again ${reread} received emails whose 8-bit text was stored with characters lost (as �), and indexed their words\n`)
+    if (sevenBit > 0) process.stderr.write(`Read again ${sevenBit} received emails in HZ or ISO-2022-KR stored as their bytes, and indexed their words\n`)
     const indexer = yield* Indexer
     const ids = yield* indexer.stale({ all: options.all })
     process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)

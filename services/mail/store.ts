@@ -158,7 +158,7 @@ const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>>
  */
 export const MAX_INDEXED_BYTES = 1500
 
-const indexable = (value: string): string => {
+export const indexable = (value: string): string => {
   if (value.length * 3 <= MAX_INDEXED_BYTES) return value
   const { read } = new TextEncoder().encodeInto(value, new Uint8Array(MAX_INDEXED_BYTES))
   return value.slice(0, read)
