@@ -37,6 +37,11 @@ const undeclared = (bytes: Buffer): string => {
 export const decodeText = (bytes: Uint8Array, charset: string | null): string => {
   const mark = byteOrderMark(bytes)
   const body = Buffer.from(bytes.buffer, bytes.byteOffset + (mark?.length ?? 0), bytes.byteLength - (mark?.length ?? 0))
+  // ISO-2022-JP is mailparser's own (bodies, headers), not iconv-lite's: read here through EUC-JP, as
+  // header text is (an attachment's text, a calendar), rather than as the escapes it is written in.
+  if (mark === undefined && charset !== null && ISO_2022_JP.test(charset.trim())) {
+    return iconv.decode(iso2022jpAsEucJp(body), "euc-jp").replaceAll("\u0000", "")
+  }
   const declared = mark?.charset ?? (charset !== null && iconv.encodingExists(charset.trim()) ? charset.trim() : undefined)
   const text = declared === undefined ? undeclared(body) : iconv.decode(body, declared, { stripBOM: false })
   return text.replaceAll("\u0000", "")
@@ -343,8 +348,11 @@ export const labelledLenientUtf8 = (message: Buffer): Buffer => {
 /** The charset a `<meta charset=…>` or `<meta http-equiv="Content-Type" content="text/html; charset=…">` names. */
 const META_CHARSET = /<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([\w.:+-]+)/i
 
+/** ISO-2022-JP's names (RFC 1468) and its variants' (`-2`, `-ext`), read by mailparser and `decodeText`, not iconv-lite. */
+const ISO_2022_JP = /^(?:iso-?2022-?jp|jis)/i
+
 /** Whether a decoder here or mailparser's knows `charset` (mailparser reads ISO-2022-JP itself). */
-const knownCharset = (charset: string) => iconv.encodingExists(charset) || /^(?:iso-?2022-?jp|jis)/i.test(charset)
+const knownCharset = (charset: string) => iconv.encodingExists(charset) || ISO_2022_JP.test(charset)
 
 /**
  * The charset an HTML document's start names in a meta tag, as a browser takes it (HTML §13.2.3.2):

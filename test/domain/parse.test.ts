@@ -516,6 +516,11 @@ describe("decodeText", () => {
     expect(decodeText(bytes("Quarterly", "utf16le"), "utf-8")).toBe("Quarterly")
     expect(decodeText(bytes("abc\u0000def", "utf8"), "utf-8")).toBe("abcdef")
   })
+  it("reads ISO-2022-JP, which iconv-lite does not know (an attachment's text, a calendar), as its characters, not its escapes", () => {
+    const jis = Buffer.from("\x1b$B$3$s$K$A$O\x1b(B world\r\n\x1b$B$\"\x1b(B", "latin1")
+    expect(decodeText(jis, "ISO-2022-JP")).toBe("こんにちは world\r\nあ")
+    expect(decodeText(jis, "iso-2022-jp-2")).toBe("こんにちは world\r\nあ")
+  })
 })
 
 describe("legacyBytesAsUtf8", () => {
