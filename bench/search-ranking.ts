@@ -112,14 +112,16 @@ const MIN_GAIN = 0.002
 
 const describe = (o: RankingOptions) =>
   `k1=${o.k1} b=${o.b} feedback=${o.feedback ? `${o.feedback.documents}docs/${o.feedback.terms}terms/${o.feedback.weight}` : "off"} ` +
-  `thesaurus=${o.thesaurus ? `${o.thesaurus.senses}senses/${o.thesaurus.weight}` : "off"} meaning=${o.meaningWeight} depth=${o.vectorDepth}`
+  `thesaurus=${o.thesaurus ? `${o.thesaurus.senses}senses/${o.thesaurus.weight}` : "off"} meaning=${o.meaningWeight} depth=${o.vectorDepth} ` +
+  `exact=${o.exactMatch}`
 
 /**
  * Coordinate search on `train`: BM25's constants and feedback by words alone (text mode), then
  * meaning's weight and the vector depth in hybrid mode. Answers the best options found.
  */
 export const tune = async (ranking: Ranking, train: QuerySet): Promise<{ chosen: RankingOptions; tried: Tried }> => {
-  let best: RankingOptions = BASELINE_RANKING
+  // How exact matches are fused is the product's choice (a correction, not tuned here).
+  let best: RankingOptions = { ...BASELINE_RANKING, exactMatch: DEFAULT_RANKING.exactMatch }
   const tried: { -readonly [K in keyof Tried]: Tried[K] } = { ...TRIED_ON_TRAIN }
   /** The first candidate is the incumbent; another replaces it only by more than `MIN_GAIN`. */
   const tryAll = async (mode: SearchMode, candidates: ReadonlyArray<RankingOptions>, step?: (top: RankingOptions) => void) => {
@@ -208,6 +210,8 @@ export const ablation = async (
     [`+ ${thesaurus}`, "hybrid", { ...base, thesaurus: tried.thesaurus }],
     [`+ meaning weight ${tried.meaningWeight}`, "hybrid", { ...base, meaningWeight: tried.meaningWeight }],
     [`+ vector depth ${tried.vectorDepth}`, "hybrid", { ...base, vectorDepth: tried.vectorDepth }],
+    ["+ exact matches floored at their words' score", "hybrid", { ...base, exactMatch: "floor" }],
+    ["+ exact matches above meaning-only mail (lift)", "hybrid", { ...base, exactMatch: "lift" }],
     ["all five together", "hybrid", {
       ...base,
       k1: tried.k1,

@@ -34,15 +34,21 @@ export interface PostingsRead {
   readonly lengths: ReadonlyArray<number>
 }
 
-/** A lexeme of a query as the ranking weighs it: its postings, and its weight times its IDF. */
+/**
+ * A lexeme of a query as the ranking weighs it: its postings, its weight times its IDF, and whether
+ * it is one of the query's own (not one feedback or the thesaurus added; false unless said).
+ */
 export interface ScoredLexeme {
   readonly postings: LexemePostings
   readonly weight: number
+  readonly original?: boolean
 }
 
 export interface ScoredDocument {
   readonly document: number
   readonly bm25: number
+  /** How many of the query's own lexemes (`ScoredLexeme.original`) it holds. */
+  readonly originals: number
 }
 
 /** Email ids remembered per namespace before they are forgotten all at once (a few MB). */
@@ -199,6 +205,7 @@ export class PostingsMemory {
     const total = lists.reduce((sum, lexeme) => sum + lexeme.postings.size, 0)
     const documents = new Float64Array(total)
     const scores = new Float64Array(total)
+    const originals = new Int32Array(total)
     let n = 0
     // Document at a time: the lists' cursors advance together through increasing numbers.
     const cursors = new Int32Array(lists.length)
@@ -210,24 +217,27 @@ export class PostingsMemory {
       }
       if (next === Infinity) break
       let score = 0
+      let held = 0
       for (let l = 0; l < lists.length; l++) {
-        const { postings, weight } = lists[l]!
+        const { original, postings, weight } = lists[l]!
         const at = cursors[l]!
         if (at < postings.size && postings.documents[at] === next) {
           const f = postings.frequencies[at]!
           score += weight * (k1 + 1) * f / (f + constant + lengthPart * postings.lengths[at]!)
+          if (original === true) held++
           cursors[l] = at + 1
         }
       }
       documents[n] = next
       scores[n] = score
+      originals[n] = held
       n++
     }
     const least = depthBest(scores, n, depth)
     const top: Array<number> = []
     for (let i = 0; i < n; i++) if (scores[i]! >= least) top.push(i)
     top.sort((x, y) => scores[y]! - scores[x]! || documents[y]! - documents[x]!)
-    return top.slice(0, depth).map((i) => ({ document: documents[i]!, bm25: scores[i]! }))
+    return top.slice(0, depth).map((i) => ({ document: documents[i]!, bm25: scores[i]!, originals: originals[i]! }))
   }
 }
 

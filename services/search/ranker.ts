@@ -17,7 +17,7 @@ import { type MailNarrowing, narrowedIfAny, senderKey as senderKeyOf } from "../
 import { capInput } from "./embedder.ts"
 import { searchableText, wordForm } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
-import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
+import { calibrationFor, type ExactMatch, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
 import { postingsHeld } from "./metrics.ts"
 import { PostingsMemory, type ScoredLexeme } from "./postings.ts"
 import { MAX_OFFSET, type SearchMode } from "./schemas.ts"
@@ -69,6 +69,12 @@ export interface RankingOptions {
    * nDCG@10 on SciFact's train queries (README, Benchmarks).
    */
   readonly common: { readonly share: number; readonly floor: number }
+  /**
+   * How hybrid fusion treats an email holding every query word (ranking.ts `ExactMatch`): `lift`
+   * ranks it above all mail holding none of them, `floor` scores it at least its words-only score,
+   * `fused` as any other (round one).
+   */
+  readonly exactMatch: ExactMatch
 }
 
 /** Round one's ranking: BM25's textbook constants, no feedback, words and meaning even. */
@@ -81,7 +87,8 @@ export const BASELINE_RANKING: RankingOptions = {
   vectorDepth: 64,
   depth: CANDIDATES,
   reading: "memory",
-  common: { share: 1 / 3, floor: 0 }
+  common: { share: 1 / 3, floor: 0 },
+  exactMatch: "fused"
 }
 
 /**
@@ -89,9 +96,11 @@ export const BASELINE_RANKING: RankingOptions = {
  * thesaurus, meaning's weight, the vector depth, subject weight) gained on SciFact's train queries
  * beyond noise in hybrid search (README, Benchmarks). Feedback and the thesaurus stay available to
  * the benchmarks, off here: feedback cost two more queries and gained nothing; the thesaurus gained
- * words alone 0.003 and hybrid search nothing.
+ * words alone 0.003 and hybrid search nothing. But an email holding every query word is lifted
+ * above mail holding none of them (`exactMatch`): a correction of a flaw (an exact match on a rare
+ * name buried under mail the model finds near), not a gain measured on SciFact.
  */
-export const DEFAULT_RANKING: RankingOptions = BASELINE_RANKING
+export const DEFAULT_RANKING: RankingOptions = { ...BASELINE_RANKING, exactMatch: "lift" }
 
 const STATS_TTL_MS = 30_000
 const STATS_CACHE_MIN_DOCS = 1_000
@@ -145,6 +154,8 @@ interface WordHit {
   readonly emailId: string
   readonly bm25: number
   readonly ideal: number
+  /** Whether it holds every one of the query's own lexemes that is read, and the query has no lexeme the mail never uses. */
+  readonly everyWord: boolean
 }
 
 /** What a word ranking reads besides the query's own words: feedback's lexemes, the thesaurus's words. */
@@ -289,7 +300,9 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           SELECT p.email_id, sum(c.weight * c.idf * ${impactOf("p", options, stats.avgLength)}) AS bm25,
                  (SELECT sum(idf) FROM chosen WHERE original)
                    + ${lexiconTerms(stats.docs, options.common).unseen}
-                     * ((SELECT count(*) FROM terms WHERE original) - (SELECT count(*) FROM weighted WHERE original)) AS ideal
+                     * ((SELECT count(*) FROM terms WHERE original) - (SELECT count(*) FROM weighted WHERE original)) AS ideal,
+                 count(*) FILTER (WHERE c.original) = (SELECT count(*) FROM chosen WHERE original)
+                   AND (SELECT count(*) FROM terms WHERE original) = (SELECT count(*) FROM weighted WHERE original) AS every_word
           FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
           ${narrowed === undefined ? sql`` : sql`JOIN emails e ON e.id = p.email_id ${narrowed}`}
           ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
@@ -410,9 +423,11 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           })
         }
         const scored = held.flatMap(({ postings, row }): Array<ScoredLexeme> =>
-          postings === undefined ? [] : [{ postings, weight: Number(row.weight) * Number(row.idf) }]
+          postings === undefined ? [] : [{ postings, weight: Number(row.weight) * Number(row.idf), original: row.original }]
         )
         const unseen = own.length - Number(rows[0]?.seen ?? own.length)
+        // Every query word: each of the query's own lexemes read (the common ones are not), and none the mail never uses.
+        const originals = unseen > 0 ? Infinity : held.filter(({ row }) => row.original).length
         const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0) +
           unseen * unseenIdf(stats.docs)
         const top = memory.rank(scored, { k1: options.k1, b: options.b, avgLength: stats.avgLength, depth: options.depth })
@@ -421,7 +436,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         const ids = yield* emailIdsOf(userId, top.map((hit) => hit.document))
         return top.flatMap((hit, i): Array<WordHit> => {
           const emailId = ids[i]
-          return emailId === undefined ? [] : [{ emailId, bm25: hit.bm25, ideal }]
+          return emailId === undefined ? [] : [{ emailId, bm25: hit.bm25, ideal, everyWord: hit.originals === originals }]
         })
       })
 
@@ -447,7 +462,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           : (yield* exhaustive(userId, query, mailboxIds, options, stats, added, narrowed)).map((hit): WordHit => ({
             emailId: hit.emailId,
             bm25: Number(hit.bm25),
-            ideal: Number(hit.ideal ?? 0)
+            ideal: Number(hit.ideal ?? 0),
+            everyWord: hit.everyWord === true
           }))
         return { hits, docs: stats.docs }
       })
@@ -554,11 +570,12 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         ], { concurrency: 2 })
         return fuse({
           mode,
-          text: text.map((hit): TextHit => ({ emailId: hit.emailId, bm25: hit.bm25 })),
+          text: text.map((hit): TextHit => ({ emailId: hit.emailId, bm25: hit.bm25, everyWord: hit.everyWord })),
           meaning,
           ideal: text[0]?.ideal ?? 0,
           calibration,
-          meaningWeight: options.meaningWeight
+          meaningWeight: options.meaningWeight,
+          exactMatch: options.exactMatch
         }) satisfies Array<Ranked>
       })
 

@@ -11,7 +11,23 @@
  *   similarities stop meaning "unrelated" (every model spreads them differently).
  * The fused value is their weighted sum; the score shown is that value through a logistic fitted by
  * hand to SPEC's bands: both signals strong reads 0.9 and up, one signal strong (a paraphrase with
- * no shared word, or shared rare words on another topic) about 0.6, common words only below 0.3.
+ * no shared word, or some of the query's rare words on another topic) about 0.6, common words only
+ * below 0.3.
+ *
+ * An email holding every query word (`TextHit.everyWord`) may be fused otherwise (`ExactMatch`).
+ * The model takes little meaning from a rare name or a word it never learnt (`Zürich`, a code, a
+ * surname), nor from text such as a calendar invitation's, so a weak similarity there says little
+ * against an email that holds exactly what was typed; fused as any other, such an email could fall
+ * below mail that holds none of the words but that the model finds near (an email holding none
+ * fuses at most `meaningWeight` times its meaning):
+ * - `lift` (the product's): its meaning counts at least as much as the best meaning of the mail
+ *   holding none of the query's words, so it ranks above every such email, however long it is (its
+ *   words' score, which BM25 lowers in a long email, is added on top). Meaning still raises it
+ *   further and orders exact matches above that level; below it they are ordered by their words.
+ * - `floor`: it fuses at least its words' score, what `text` mode gives it (meaning only raises it).
+ *   It ranks above mail holding none of the words only while its words score more than
+ *   `meaningWeight` times their meaning: not a long email holding each word once.
+ * - `fused`: as any other (round one).
  */
 import type { SearchMode } from "./schemas.ts"
 
@@ -19,6 +35,8 @@ export interface TextHit {
   readonly emailId: string
   /** BM25 of the document for the query. */
   readonly bm25: number
+  /** Whether it holds every query word the ranking reads (ranker.ts `WordHit`); false unless said. */
+  readonly everyWord?: boolean
 }
 
 export interface MeaningHit {
@@ -55,6 +73,9 @@ export const textScore = (bm25: number, ideal: number) => (ideal > 0 && bm25 > 0
 /** The weight of meaning against words in the fused value. */
 export const MEANING_WEIGHT = 0.5
 
+/** How an email holding every query word is fused in hybrid mode (see the module comment). */
+export type ExactMatch = "fused" | "floor" | "lift"
+
 /** SPEC's bands from the fused value (0..1): see the module comment. */
 const shown = (fused: number) => logistic(6 * (fused - 0.34))
 
@@ -76,17 +97,33 @@ export const fuse = (input: {
   readonly calibration: Calibration
   /** Meaning's weight against words in hybrid mode; `MEANING_WEIGHT` unless given. */
   readonly meaningWeight?: number
+  /** How an email holding every query word is fused in hybrid mode; `fused` (as any other) unless given. */
+  readonly exactMatch?: ExactMatch
 }): Array<Ranked> => {
   const { calibration, ideal, mode } = input
   const meaningWeight = input.meaningWeight ?? MEANING_WEIGHT
+  const exactMatch = input.exactMatch ?? "fused"
   const words = new Map(input.text.map((hit) => [hit.emailId, textScore(hit.bm25, ideal)]))
+  const exact = new Set(input.text.filter((hit) => hit.everyWord === true).map((hit) => hit.emailId))
   const meaning = new Map(input.meaning.map((hit) => [hit.emailId, meaningScore(hit.similarity, calibration)]))
+  /** The best meaning of the mail holding none of the query's words (`lift`); none: 0. */
+  let meaningAlone = 0
+  for (const [emailId, m] of meaning) if (!words.has(emailId)) meaningAlone = Math.max(meaningAlone, m)
   const ids = mode === "text" ? [...words.keys()] : mode === "vector" ? [...meaning.keys()] : [...new Set([...words.keys(), ...meaning.keys()])]
   const weakestMeaning = input.meaning.length > 0 ? Math.min(...meaning.values()) : 0
   const ranked = ids.map((emailId) => {
     const w = words.get(emailId) ?? 0
     const m = meaning.get(emailId) ?? weakestMeaning
-    const fused = mode === "text" ? w : mode === "vector" ? m : meaningWeight * m + (1 - meaningWeight) * w
+    const mix = (meaningPart: number) => meaningWeight * meaningPart + (1 - meaningWeight) * w
+    const fused = mode === "text"
+      ? w
+      : mode === "vector"
+      ? m
+      : !exact.has(emailId) || exactMatch === "fused"
+      ? mix(m)
+      : exactMatch === "floor"
+      ? Math.max(mix(m), w)
+      : mix(Math.max(m, meaningAlone))
     return { emailId, fused }
   })
   return ranked

@@ -45,6 +45,11 @@ describe("PostingsMemory", () => {
     expect(memory.rank([{ postings: alpha, weight: 2 }, { postings: beta, weight: 0.5 }], { ...options, depth: 3 }))
       .toEqual(ranked.slice(0, 3))
     expect(memory.rank([], options)).toEqual([])
+    // How many of the query's own lexemes each document holds (a lexeme feedback added is not one).
+    const held = memory.rank([{ postings: alpha, weight: 2, original: true }, { postings: beta, weight: 0.5, original: true }], options)
+    expect(new Map(held.map((hit) => [hit.document, hit.originals]))).toEqual(new Map([[1, 1], [2, 2], [3, 1], [4, 1], [5, 1], [6, 1]]))
+    const added = memory.rank([{ postings: alpha, weight: 2, original: true }, { postings: beta, weight: 0.5 }], options)
+    expect(added.find((hit) => hit.document === 2)!.originals).toBe(1)
   })
 
   it("drops a lexeme whose read does not follow on from what it holds", () => {

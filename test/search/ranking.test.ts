@@ -137,3 +137,47 @@ describe("fuse with a meaning weight", () => {
     expect(fuse({ ...input, meaningWeight: 0.2 })[0]!.emailId).toBe("words")
   })
 })
+
+describe("fuse, an email holding every query word (exactMatch)", () => {
+  // The exact match holds every word once in a long email (words alone 0.50; a longer one 0.33), and
+  // the model finds it unrelated (0.15); "near" holds none of the words, "some" as many as one lacks.
+  const input = {
+    mode: "hybrid" as const,
+    text: [{ emailId: "exact", bm25: 3.5, everyWord: true }, { emailId: "longer", bm25: 2, everyWord: true }, { emailId: "some", bm25: 3.5 }],
+    meaning: [{ emailId: "near", similarity: 0.6 }, { emailId: "exact", similarity: 0.15 }, { emailId: "longer", similarity: 0.15 }, { emailId: "some", similarity: 0.15 }],
+    ideal: 10,
+    calibration: use
+  }
+  const order = (exactMatch?: "fused" | "floor" | "lift") => fuse(exactMatch === undefined ? input : { ...input, exactMatch }).map((r) => r.emailId)
+  const scoreOf = (ranked: ReadonlyArray<{ emailId: string; score: number }>, id: string) => ranked.find((r) => r.emailId === id)!.score
+  const words = (id: string) => scoreOf(fuse({ ...input, mode: "text" }), id)
+
+  it("fused as any other (round one, and unless asked), mail holding none of the words but near by meaning ranks above exact matches", () => {
+    expect(order()).toEqual(["near", "exact", "some", "longer"])
+    expect(order("fused")).toEqual(order())
+  })
+  it("floor: an exact match scores at least its words-only score, which puts a short one first, not a long one", () => {
+    const ranked = fuse({ ...input, exactMatch: "floor" })
+    expect(ranked.map((r) => r.emailId)).toEqual(["exact", "near", "longer", "some"])
+    expect(ranked[0]!.score).toBeCloseTo(words("exact"), 12)
+    expect(scoreOf(ranked, "longer")).toBeCloseTo(words("longer"), 12)
+  })
+  it("lift: exact matches rank above all mail holding none of the words, ordered by their words; one lacking a word stays where meaning puts it", () => {
+    const ranked = fuse({ ...input, exactMatch: "lift" })
+    expect(ranked.map((r) => r.emailId)).toEqual(["exact", "longer", "near", "some"])
+    expect(scoreOf(ranked, "some")).toBe(scoreOf(fuse(input), "some"))
+  })
+  it("lift: meaning still raises an exact match past that level, and orders exact matches there", () => {
+    const meaning = [{ emailId: "near", similarity: 0.45 }, { emailId: "exact", similarity: 0.15 }, { emailId: "longer", similarity: 0.7 }]
+    const ranked = fuse({ ...input, meaning, exactMatch: "lift" })
+    expect(ranked.map((r) => r.emailId).slice(0, 3)).toEqual(["longer", "exact", "near"])
+    // With no mail holding none of the words, nothing is lifted.
+    const onlyWords = { ...input, meaning: input.meaning.filter((hit) => hit.emailId !== "near") }
+    expect(fuse({ ...onlyWords, exactMatch: "lift" })).toEqual(fuse(onlyWords))
+  })
+  it("changes nothing in text and vector modes", () => {
+    for (const mode of ["text", "vector"] as const) {
+      for (const exactMatch of ["floor", "lift"] as const) expect(fuse({ ...input, mode, exactMatch })).toEqual(fuse({ ...input, mode }))
+    }
+  })
+})

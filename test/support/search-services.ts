@@ -14,6 +14,7 @@ import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { TestDataDir } from "./database.ts"
+import { storeBlob } from "./seed-mail.ts"
 import { hashedWords } from "./fake-openai.ts"
 import { testPgliteSharedBuffers } from "./services.ts"
 
@@ -58,12 +59,22 @@ export const otherTopics = [
   ["eml_9", "Newsletter", "Product news and hiring updates for the quarter."]
 ] as const
 
+/** A text attachment of an email in `indexedMail`, read as the indexer reads one. */
+export interface TextAttachment {
+  readonly filename: string
+  readonly contentType: string
+  readonly text: string
+}
+
 /**
  * One user (`usr_1`) with one mailbox (`mbx_1`) holding `mail` (id, subject, body, and its sender,
- * x@example.com unless given), each email indexed: the collection an in-process ranking suite asks
- * its questions of.
+ * x@example.com unless given) and, by email id, its `attachments`, each email indexed: the
+ * collection an in-process ranking suite asks its questions of.
  */
-export const indexedMail = (mail: ReadonlyArray<readonly [id: string, subject: string, body: string, from?: string]>) =>
+export const indexedMail = (
+  mail: ReadonlyArray<readonly [id: string, subject: string, body: string, from?: string]>,
+  attachments: Readonly<Record<string, ReadonlyArray<TextAttachment>>> = {}
+) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
@@ -74,7 +85,13 @@ export const indexedMail = (mail: ReadonlyArray<readonly [id: string, subject: s
       yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                      received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
                  VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, ${from}, ${["y@example.com"]}, now(),
-                         now(), ${from}, 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
+                         now(), ${from}, 'y@example.com', '{}', ${text}, ${(attachments[id] ?? []).length > 0}, ${"0".repeat(64)}, 1)`
+      for (const [position, attachment] of (attachments[id] ?? []).entries()) {
+        const bytes = new TextEncoder().encode(attachment.text)
+        const checksum = yield* storeBlob(bytes)
+        yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum)
+                   VALUES (${`att_${id}_${position}`}, ${id}, ${position}, ${attachment.filename}, ${attachment.contentType}, ${bytes.length}, ${checksum})`
+      }
     }
     const indexer = yield* Indexer
     for (const [id] of mail) yield* indexer.index(id)
