@@ -5,8 +5,10 @@
  * UTF-8 when the bytes are UTF-8, else Windows-1252, the charset undeclared mail is most often in.
  * Decoded by iconv-lite, as mailparser decodes bodies (Node's own TextDecoder reads Windows-1252 as
  * ISO-8859-1: no € for 0x80), to which the 7-bit charsets it lacks are added here: HZ (RFC 1843) and
- * ISO-2022-KR (RFC 1557), read through its GB2312 and EUC-KR tables, so bodies, encoded words and
- * attachments in them read as their characters (mailparser reads ISO-2022-JP itself).
+ * ISO-2022-KR (RFC 1557), read through its GB2312 and EUC-KR tables, and ISO-2022-JP (RFC 1468), read
+ * through EUC-JP, so bodies, encoded words and attachments in them read as their characters
+ * (mailparser reads ISO-2022-JP bodies and encoded words itself, through encoding-japanese, before
+ * it asks iconv-lite).
  */
 import iconv from "iconv-lite"
 import { TextDecoder } from "node:util"
@@ -37,11 +39,6 @@ const undeclared = (bytes: Buffer): string => {
 export const decodeText = (bytes: Uint8Array, charset: string | null): string => {
   const mark = byteOrderMark(bytes)
   const body = Buffer.from(bytes.buffer, bytes.byteOffset + (mark?.length ?? 0), bytes.byteLength - (mark?.length ?? 0))
-  // ISO-2022-JP is mailparser's own (bodies, headers), not iconv-lite's: read here through EUC-JP, as
-  // header text is (an attachment's text, a calendar), rather than as the escapes it is written in.
-  if (mark === undefined && charset !== null && ISO_2022_JP.test(charset.trim())) {
-    return iconv.decode(iso2022jpAsEucJp(body), "euc-jp").replaceAll("\u0000", "")
-  }
   const declared = mark?.charset ?? (charset !== null && iconv.encodingExists(charset.trim()) ? charset.trim() : undefined)
   const text = declared === undefined ? undeclared(body) : iconv.decode(body, declared, { stripBOM: false })
   return text.replaceAll("\u0000", "")
@@ -312,6 +309,12 @@ iconv.getCodec("utf-8") // iconv-lite loads its table of encodings on first use:
   // RFC 1557's ISO-2022-KR, and its IANA alias.
   encodings["iso2022kr"] = sevenBitCodec(decodeIso2022Kr, "ISO-2022-KR")
   encodings["csiso2022kr"] = "iso2022kr"
+  // RFC 1468's ISO-2022-JP, its IANA alias, and the names of its extensions (-1, -2, -3, -ext) and of
+  // JIS, which mail programs label it with: what is read of them is ISO-2022-JP's sets and katakana.
+  encodings["iso2022jp"] = sevenBitCodec((bytes) => iconv.decode(iso2022jpAsEucJp(bytes), "euc-jp"), "ISO-2022-JP")
+  for (const alias of ["csiso2022jp", "iso2022jp1", "iso2022jp2", "csiso2022jp2", "iso2022jp3", "iso2022jpext", "jis", "jisencoding"]) {
+    encodings[alias] = "iso2022jp"
+  }
 }
 
 /** A Content-Type header of a text part, folded lines included (a binary string, a character a byte). */
@@ -348,12 +351,6 @@ export const labelledLenientUtf8 = (message: Buffer): Buffer => {
 /** The charset a `<meta charset=…>` or `<meta http-equiv="Content-Type" content="text/html; charset=…">` names. */
 const META_CHARSET = /<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([\w.:+-]+)/i
 
-/** ISO-2022-JP's names (RFC 1468) and its variants' (`-2`, `-ext`), read by mailparser and `decodeText`, not iconv-lite. */
-const ISO_2022_JP = /^(?:iso-?2022-?jp|jis)/i
-
-/** Whether a decoder here or mailparser's knows `charset` (mailparser reads ISO-2022-JP itself). */
-const knownCharset = (charset: string) => iconv.encodingExists(charset) || ISO_2022_JP.test(charset)
-
 /**
  * The charset an HTML document's start names in a meta tag, as a browser takes it (HTML §13.2.3.2):
  * UTF-16, which a document whose meta tag reads as ASCII cannot be in, is UTF-8. Undefined when it
@@ -363,7 +360,7 @@ export const htmlMetaCharset = (html: string): string | undefined => {
   const named = META_CHARSET.exec(html)?.[1]?.toLowerCase()
   if (named === undefined) return undefined
   const charset = /^utf-?16/.test(named) ? "utf-8" : named === "x-user-defined" ? "windows-1252" : named
-  return knownCharset(charset) ? charset : undefined
+  return iconv.encodingExists(charset) ? charset : undefined
 }
 
 /** How much of an html part's start is looked through for its meta tag (browsers look at 1,024 bytes; mail's heads run longer). */
@@ -460,7 +457,7 @@ const isHz = (charset: string | undefined) => charset !== undefined && /^(?:hzgb
  */
 const sevenBitHeaderText = (text: string, declared: string | undefined): string | undefined => {
   const bytes = Buffer.from(text, "latin1")
-  if (ISO_2022_JP_ESCAPE.test(text)) return iconv.decode(iso2022jpAsEucJp(bytes), "euc-jp")
+  if (ISO_2022_JP_ESCAPE.test(text)) return iconv.decode(bytes, "iso-2022-jp")
   if (ISO_2022_KR_SHIFT.test(text)) return decodeIso2022Kr(bytes)
   if (isHz(declared) && text.includes("~{")) {
     const read = decodeHz(bytes)

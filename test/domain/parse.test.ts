@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import iconv from "iconv-lite"
 import MailComposer from "nodemailer/lib/mail-composer"
-import { decodeHz, decodeIso2022Kr, decodeText, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
+import { decodeHz, decodeIso2022Kr, decodeText, htmlMetaCharset, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
 import { dateHeaderMoment } from "../../services/mail/date-header.ts"
 import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
@@ -516,10 +516,11 @@ describe("decodeText", () => {
     expect(decodeText(bytes("Quarterly", "utf16le"), "utf-8")).toBe("Quarterly")
     expect(decodeText(bytes("abc\u0000def", "utf8"), "utf-8")).toBe("abcdef")
   })
-  it("reads ISO-2022-JP, which iconv-lite does not know (an attachment's text, a calendar), as its characters, not its escapes", () => {
+  it("reads ISO-2022-JP by any of its names (an attachment's text, a calendar) as its characters, not its escapes", () => {
     const jis = Buffer.from("\x1b$B$3$s$K$A$O\x1b(B world\r\n\x1b$B$\"\x1b(B", "latin1")
-    expect(decodeText(jis, "ISO-2022-JP")).toBe("こんにちは world\r\nあ")
-    expect(decodeText(jis, "iso-2022-jp-2")).toBe("こんにちは world\r\nあ")
+    for (const name of ["ISO-2022-JP", "iso-2022-jp-2", "csISO2022JP", "JIS"]) expect(decodeText(jis, name)).toBe("こんにちは world\r\nあ")
+    // An html part whose meta tag names it is labelled with it (withHtmlMetaCharsets), as with any charset read here.
+    expect(htmlMetaCharset(`<html><head><meta charset="ISO-2022-JP"></head>`)).toBe("iso-2022-jp")
   })
 })
 
