@@ -158,8 +158,12 @@ const main = async () => {
   }
   try {
     const base = `http://127.0.0.1:${port}`
-    for (let i = 0; ; i++) {
-      if (i > 600) throw new Error("the server did not start")
+    // A first start makes the embedded database and loads the model: a minute on a busy machine, so
+    // three are allowed; a server that exits says so at once.
+    const deadline = Date.now() + 180_000
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode} before it answered /healthz`)
+      if (Date.now() > deadline) throw new Error("the server did not answer /healthz within 180 s")
       try {
         if ((await fetch(`${base}/healthz`)).ok) break
       } catch {

@@ -221,7 +221,8 @@ const showUsage = (args: ReadonlyArray<string>) =>
       yield* print([
         `${user.email} (${user.id})`,
         `plan:      ${subscription.plan} (${subscription.status}), period ${subscription.currentPeriodStart} to ${subscription.currentPeriodEnd}`,
-        `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} this period; ${counts.emails} stored`,
+        `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} received this period; ${counts.emails} stored`,
+        `sent:      ${formatLimit(used.emailsSent, used.emailsSentLimit)} this period`,
         `today:     ${formatLimit(used.emailsToday, used.emailsDailyLimit)} emails received, ` +
         `${formatLimit(used.emailsSentToday, used.emailsSentDailyLimit)} sent (the UTC day, until ${used.dayEnd})`,
         `searches:  ${formatLimit(used.searchesUsed, used.searchesLimit)} this period`,

@@ -209,7 +209,8 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
     const usage = await mailroom(["usage", email])
     expect(usage.code).toBe(0)
     expect(usage.stdout).toContain("plan:      enterprise (active)")
-    expect(usage.stdout).toContain("emails:    1 of unlimited this period; 1 stored")
+    expect(usage.stdout).toContain("emails:    1 of unlimited received this period; 1 stored")
+    expect(usage.stdout).toContain("sent:      0 of unlimited this period")
     // Today's counts against enterprise's daily limits, as the usage route answers them, and when they start again.
     const dayEnd = new Date(Date.UTC(asked.getUTCFullYear(), asked.getUTCMonth(), asked.getUTCDate() + 1)).toISOString()
     expect(usage.stdout).toContain(`today:     1 of 100000 emails received, 0 of 100000 sent (the UTC day, until ${dayEnd})`)
