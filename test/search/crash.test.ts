@@ -2,11 +2,14 @@
  * A worker killed (SIGKILL) in the middle of indexing loses nothing: after the restart every email
  * that was accepted becomes searchable by meaning and is announced as `email.processed` under one
  * event id per email. Runs on the embedded stores and on PostgreSQL + NATS (where the unfinished
- * events come back after the index consumer's 20 s ack wait).
+ * events come back after the index consumer's 20 s ack wait). Embedded by the stand-in for OpenAI,
+ * which takes 100 ms a text: indexing takes seconds, as with the offline model, without its CPU
+ * (which, beside three other suites on two cores, made this one take minutes).
  */
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
+import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, startServer } from "../support/server.ts"
@@ -17,19 +20,22 @@ const EMAILS = 24
 
 let backend: Backend
 let receiver: Receiver
+let openai: FakeOpenAi
 
 beforeAll(async () => {
   receiver = await startReceiver()
+  openai = await startFakeOpenAi({ millisecondsPerInput: 100 })
   backend = await createBackend()
 })
 
 afterAll(async () => {
   await receiver?.close()
+  await openai?.close()
   await backend?.dispose()
 })
 
 it("finishes indexing after a crash: every email searchable, one email.processed event id each", async () => {
-  const env = { ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" }
+  const env = { ...backend.env, ...fakeOpenAiEnv(openai), WEBHOOK_ALLOW_PRIVATE: "true" }
   const first = await startServer(env)
   const box = await newBox(first.url)
   await upgrade(first.url, box.user.apiKey, "enterprise")
@@ -38,7 +44,7 @@ it("finishes indexing after a crash: every email searchable, one email.processed
   })
   expect(hook.response.status).toBe(201)
 
-  // Long bodies keep the single embedding thread busy for a few seconds.
+  // Long bodies: more than one text each to embed.
   const body = (i: number) => `Report number ${i}. ${"The shipment of spare parts was delayed at the port and will arrive next week. ".repeat(25)}`
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: first.smtpPort, secure: false, ignoreTLS: true, pool: true })
   for (let i = 0; i < EMAILS; i++) await transport.sendMail({ from: "ops@example.com", to: box.address, subject: `Status ${i}`, text: body(i) })

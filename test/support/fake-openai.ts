@@ -28,7 +28,11 @@ export const hashedWords = (text: string, dimensions: number): Array<number> => 
   return vector
 }
 
-export const startFakeOpenAi = async (): Promise<FakeOpenAi> => {
+/**
+ * `millisecondsPerInput`: how long each answer waits for every text it embeds, so that indexing takes
+ * time as a model's does (a suite that stops a server in the middle of it) without a model's CPU.
+ */
+export const startFakeOpenAi = async (options: { readonly millisecondsPerInput?: number } = {}): Promise<FakeOpenAi> => {
   let embedded = 0
   const server = http.createServer((request, response) => {
     const chunks: Array<Buffer> = []
@@ -51,13 +55,18 @@ export const startFakeOpenAi = async (): Promise<FakeOpenAi> => {
       if (typeof body.model !== "string" || !inputs.every((input) => typeof input === "string" && input.length > 0)) {
         return send(400, { error: { message: "model and non-empty input strings are required", type: "invalid_request_error" } })
       }
-      embedded += inputs.length
-      send(200, {
-        object: "list",
-        model: body.model,
-        data: inputs.map((input, index) => ({ object: "embedding", index, embedding: hashedWords(input as string, DIMENSIONS) })),
-        usage: { prompt_tokens: 0, total_tokens: 0 }
-      })
+      const answer = () => {
+        embedded += inputs.length
+        send(200, {
+          object: "list",
+          model: body.model,
+          data: inputs.map((input, index) => ({ object: "embedding", index, embedding: hashedWords(input as string, DIMENSIONS) })),
+          usage: { prompt_tokens: 0, total_tokens: 0 }
+        })
+      }
+      const wait = (options.millisecondsPerInput ?? 0) * inputs.length
+      if (wait > 0) setTimeout(answer, wait)
+      else answer()
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
