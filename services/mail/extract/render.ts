@@ -17,30 +17,43 @@ const skip = (selector: string) => ({ selector, format: "skip" as const })
 /** Markup nested deeper than this is read by taking its tags out (stripTags), not rendered. */
 const MAX_DEPTH = 200
 
+/**
+ * `make`'s answer, made on the first call. The renderers below are compiled so: compiling one parses
+ * every selector it knows (~0.2 s of CPU in a starting process, the largest single cost of loading
+ * the services), which a process that renders no html (an operator's command, an API node, a suite
+ * that sends none) never needs.
+ */
+const onFirstUse = <A>(make: () => A): () => A => {
+  let made: A | undefined
+  return () => (made ??= make())
+}
+
 /** How an HTML body becomes the text codes and replies are read from. */
-const renderVisible = compile({
-  wordwrap: false,
-  limits: { maxDepth: MAX_DEPTH },
-  selectors: [
-    { selector: "a", options: { ignoreHref: true } },
-    skip("img"),
-    // A rule of dashes: Outlook's line above a quoted reply, which the reply parser would keep as text.
-    skip("hr"),
-    skip("[hidden]"),
-    skip("[style*='display:none' i]"),
-    skip("[style*='display: none' i]"),
-    skip("[style*='visibility:hidden' i]"),
-    skip("[style*='visibility: hidden' i]"),
-    skip("[style*='mso-hide:all' i]"),
-    block("table"),
-    block("tr"),
-    block("td"),
-    block("th")
-  ]
-})
+const renderVisible = onFirstUse(() =>
+  compile({
+    wordwrap: false,
+    limits: { maxDepth: MAX_DEPTH },
+    selectors: [
+      { selector: "a", options: { ignoreHref: true } },
+      skip("img"),
+      // A rule of dashes: Outlook's line above a quoted reply, which the reply parser would keep as text.
+      skip("hr"),
+      skip("[hidden]"),
+      skip("[style*='display:none' i]"),
+      skip("[style*='display: none' i]"),
+      skip("[style*='visibility:hidden' i]"),
+      skip("[style*='visibility: hidden' i]"),
+      skip("[style*='mso-hide:all' i]"),
+      block("table"),
+      block("tr"),
+      block("td"),
+      block("th")
+    ]
+  })
+)
 
 /** The html-to-text rendering mailparser uses when a message has no text part (its defaults). */
-const renderLikeMailparser = compile({})
+const renderLikeMailparser = onFirstUse(() => compile({}))
 
 /**
  * The text of markup html-to-text cannot walk (its walk is recursive: nesting thousands deep
@@ -74,7 +87,7 @@ export const readHtml = (html: string): HtmlBody => {
   const document = parseDocument(html, { decodeEntities: true })
   if (depthOf(document) <= MAX_DEPTH) {
     try {
-      return { document, text: renderVisible(html), rendered: true }
+      return { document, text: renderVisible()(html), rendered: true }
     } catch {
       // Read below as markup html-to-text cannot walk.
     }
@@ -90,7 +103,7 @@ export const readHtml = (html: string): HtmlBody => {
 export const textOfHtml = (html: string): string => {
   if (depthOf(parseDocument(html)) <= MAX_DEPTH) {
     try {
-      return renderLikeMailparser(html)
+      return renderLikeMailparser()(html)
     } catch {
       // Read below as markup html-to-text cannot walk.
     }
@@ -101,7 +114,7 @@ export const textOfHtml = (html: string): string => {
 /** Whether `text` is what mailparser derived from `html` (a message without a text part). */
 export const isDerivedText = (text: string, html: string) => {
   try {
-    return text === renderLikeMailparser(html)
+    return text === renderLikeMailparser()(html)
   } catch {
     // Neither could mailparser render it: its text body says "Invalid HTML content".
     return true
