@@ -9,7 +9,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
-import { vectorsLayer } from "../src/app.ts"
+import { vectorsLayer } from "../src/infrastructure.ts"
 import { loadConfig } from "../src/config.ts"
 import * as Database from "../src/database.ts"
 import { SUBJECT_BOOST } from "../services/search/documents.ts"

@@ -15,7 +15,7 @@ import { Effect, Layer } from "effect"
 import { retryOnConflict } from "../services/health/dependency-health.ts"
 import { repairText } from "../services/maintenance/text-repair.ts"
 import { Indexer } from "../services/search/indexer.ts"
-import { vectorsLayer } from "./app.ts"
+import { vectorsLayer } from "./infrastructure.ts"
 import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 
