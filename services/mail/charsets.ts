@@ -12,6 +12,7 @@
  */
 import iconv from "iconv-lite"
 import { TextDecoder } from "node:util"
+import { once } from "../once.ts"
 
 /** The charset a byte-order mark at the start of `bytes` says, and the mark's length. */
 const byteOrderMark = (bytes: Uint8Array): { readonly charset: string; readonly length: number } | undefined => {
@@ -142,10 +143,8 @@ const graphic = (byte: number | undefined): byte is number => byte !== undefined
  * set; U+FFFD for each code no character has (iconv-lite reads those as U+FFFD and more). Read once,
  * on first use, with a line end after each code, so that an unassigned one cannot take the next one's bytes.
  */
-const doubleByteSet = (euc: string): () => Uint16Array => {
-  let set: Uint16Array | undefined
-  return () => {
-    if (set !== undefined) return set
+const doubleByteSet = (euc: string): () => Uint16Array =>
+  once(() => {
     const bytes = Buffer.alloc(94 * 94 * 3)
     for (let code = 0; code < 94 * 94; code++) {
       bytes[code * 3] = 0xa1 + Math.floor(code / 94)
@@ -153,10 +152,8 @@ const doubleByteSet = (euc: string): () => Uint16Array => {
       bytes[code * 3 + 2] = LF
     }
     const read = iconv.decode(bytes, euc).split("\n").slice(0, 94 * 94)
-    set = Uint16Array.from(read, (character) => (character.length === 1 ? character.charCodeAt(0) : REPLACEMENT))
-    return set
-  }
-}
+    return Uint16Array.from(read, (character) => (character.length === 1 ? character.charCodeAt(0) : REPLACEMENT))
+  })
 
 const gb2312 = doubleByteSet("gb2312")
 const ksx1001 = doubleByteSet("euc-kr")

@@ -29,6 +29,7 @@ import { Schema } from "effect"
 import { AddedLabel, applyChange, type LabelChange, Label, MAX_LABELS } from "./label-rules.ts"
 import { BLOCKED, ENTRY_FORMS, parseEntry, senderForms } from "./sender-list-rules.ts"
 import { rule } from "../schema-rules.ts"
+import { once } from "../once.ts"
 
 /** Filters one account keeps at most. */
 export const MAX_FILTERS = 100
@@ -260,11 +261,6 @@ interface Compared {
   readonly fromForms: () => ReadonlyArray<string>
   readonly subject: () => string
   readonly body: () => string
-}
-
-const once = <A>(make: () => A): () => A => {
-  let made: { readonly value: A } | undefined
-  return () => (made ??= { value: make() }).value
 }
 
 const compared = (facts: MailFacts): Compared => ({

@@ -10,6 +10,7 @@
 import { type ChildNode, type Document, hasChildren } from "domhandler"
 import { compile } from "html-to-text"
 import { parseDocument } from "htmlparser2"
+import { once } from "../../once.ts"
 
 const block = (selector: string) => ({ selector, format: "block" as const })
 const skip = (selector: string) => ({ selector, format: "skip" as const })
@@ -17,19 +18,14 @@ const skip = (selector: string) => ({ selector, format: "skip" as const })
 /** Markup nested deeper than this is read by taking its tags out (stripTags), not rendered. */
 const MAX_DEPTH = 200
 
-/**
- * `make`'s answer, made on the first call. The renderers below are compiled so: compiling one parses
- * every selector it knows (~0.2 s of CPU in a starting process, the largest single cost of loading
- * the services), which a process that renders no html (an operator's command, an API node, a suite
- * that sends none) never needs.
+/*
+ * The renderers are compiled on first use: compiling one parses every selector it knows (~0.2 s of
+ * CPU in a starting process, the largest single cost of loading the services), which a process that
+ * renders no html (an operator's command, an API node, a suite that sends none) never needs.
  */
-const onFirstUse = <A>(make: () => A): () => A => {
-  let made: A | undefined
-  return () => (made ??= make())
-}
 
 /** How an HTML body becomes the text codes and replies are read from. */
-const renderVisible = onFirstUse(() =>
+const renderVisible = once(() =>
   compile({
     wordwrap: false,
     limits: { maxDepth: MAX_DEPTH },
@@ -53,7 +49,7 @@ const renderVisible = onFirstUse(() =>
 )
 
 /** The html-to-text rendering mailparser uses when a message has no text part (its defaults). */
-const renderLikeMailparser = onFirstUse(() => compile({}))
+const renderLikeMailparser = once(() => compile({}))
 
 /**
  * The text of markup html-to-text cannot walk (its walk is recursive: nesting thousands deep
